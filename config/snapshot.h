@@ -1,0 +1,234 @@
+// The immutable configuration snapshot: geogate.toml (DESIGN.md §5) parsed and
+// validated once, then shared read-only by every thread through
+// std::shared_ptr<const Snapshot>. Nothing in here changes after load; a reload
+// builds a new Snapshot and publishes it atomically.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "config/region_set.h"
+
+namespace geogate::config {
+
+using Millis = std::chrono::milliseconds;
+
+struct GeoPoint {
+  double lat = 0;
+  double lon = 0;
+};
+
+/// An address/prefix pair from `trusted_proxies`. IPv4 is stored as an
+/// IPv4-mapped IPv6 address (::ffff:a.b.c.d, prefix + 96) so one comparison
+/// covers both families.
+struct Cidr {
+  std::array<uint8_t, 16> addr{};
+  uint8_t prefix_len = 0;  // 0..128, over the 16-byte form
+
+  /// True when `ip16` (16-byte, v4 mapped) lies inside this prefix.
+  bool contains(const std::array<uint8_t, 16>& ip16) const;
+  bool operator==(const Cidr&) const = default;
+};
+
+struct TlsFiles {
+  std::string cert;  // absolute path, PEM chain
+  std::string key;   // absolute path, PEM private key
+};
+
+struct Listener {
+  std::string address;  // as written, "host:port" or "[v6]:port"
+  std::string host;     // numeric address, e.g. "0.0.0.0", "::"
+  uint16_t port = 0;    // 0 = pick one (tests); all workers share it
+  std::optional<TlsFiles> tls;
+  bool proxy_protocol = false;
+};
+
+struct Admin {
+  std::string address = "127.0.0.1:9901";
+  std::string host = "127.0.0.1";
+  uint16_t port = 9901;
+};
+
+struct Limits {
+  uint32_t max_header_bytes = 16384;
+  uint64_t max_body_bytes = 4194304;
+  Millis header_timeout{10000};  // total deadline for the request head
+  Millis idle_timeout{60000};    // keep-alive idle between requests
+  uint32_t max_connections = 0;  // per process; 0 = unlimited
+};
+
+struct Upstream {
+  Millis connect_timeout{500};
+  Millis first_token_timeout{30000};  // to the first response body byte
+  Millis stream_idle_timeout{60000};  // longest gap between body bytes
+  uint32_t max_attempts = 3;          // counts the first attempt
+  Millis retry_deadline{10000};       // all attempts of one request
+  Millis drain_delay{2000};
+  Millis drain_timeout{30000};
+  uint32_t retry_budget_percent = 20;  // retries <= this share of active requests
+  uint32_t retry_budget_min = 3;       // ... but always at least this many
+  uint32_t pool_max_idle = 64;         // idle keep-alive conns per backend per worker
+  Millis pool_idle_timeout{30000};     // an idle pooled conn older than this is closed
+};
+
+struct Gateway {
+  std::string edge = "edge";
+  GeoPoint location;
+  uint32_t workers = 0;  // as written; 0 = one per core
+  std::vector<Listener> listeners;
+  Admin admin;
+  Limits limits;
+  Upstream upstream;
+  std::string access_log = "-";    // "-" stdout, "" off, else a file path (absolute)
+  bool residency_header = false;   // add x-geogate-residency-rule to responses
+};
+
+enum class ClientIpSource : uint8_t { kPeer, kXForwardedFor, kProxyProtocol };
+
+struct Geo {
+  std::string database;  // absolute path; empty = no database (every client unknown)
+  ClientIpSource client_ip = ClientIpSource::kPeer;
+  std::vector<Cidr> trusted_proxies;
+  /// Rule index applied to clients the database cannot place; nullopt = deny.
+  std::optional<size_t> unknown_rule;
+  std::string unknown = "deny";  // as written
+  std::string country_field = "country.iso_code";
+  std::string continent_field = "continent.code";
+  std::string subdivision_field = "subdivisions.0.iso_code";
+  std::string latitude_field = "location.latitude";
+  std::string longitude_field = "location.longitude";
+};
+
+struct Health {
+  std::string path = "/health";
+  Millis interval{100};
+  Millis timeout{200};
+  uint32_t unhealthy_threshold = 2;
+  uint32_t healthy_threshold = 2;
+  Millis changing_interval{50};      // probe interval while a backend is changing state
+  uint32_t jitter_percent = 10;      // +- share of the interval added to each wait
+  uint32_t outlier_consecutive_failures = 3;
+  Millis outlier_base_ejection{5000};
+  Millis outlier_max_ejection{300000};
+  uint32_t max_ejection_percent = 50;  // of a pool (region x model); never crosses residency
+  std::string load_report = "auto";    // "auto" (JSON body of the probe) | "off" | a path like "/metrics"
+};
+
+struct Routing {
+  Millis latency_slack{20};
+  Millis tie{2};
+  Millis prior_ttft{50};
+  Millis queue_timeout{0};
+  double ewma_alpha = 0.3;       // weight of a new sample in RTT/TTFT EWMAs
+  Millis sample_stale{10000};    // a TTFT EWMA older than this decays back to the prior
+};
+
+struct Region {
+  std::string name;
+  std::string jurisdiction;
+  GeoPoint location;
+};
+
+enum class Tier : uint8_t { kReserved = 0, kOnDemand = 1, kSpot = 2 };
+const char* TierName(Tier t);
+
+struct Backend {
+  std::string name;
+  std::string region;  // as written
+  size_t region_index = 0;
+  std::string url;     // as written
+  bool tls = false;    // https://
+  std::string host;    // for connect, Host and SNI
+  uint16_t port = 0;
+  std::string base_path;  // path prefix of the URL without trailing '/', usually ""
+  std::vector<std::string> models;  // canonical names this backend serves
+  std::string gpu;
+  std::string provider;
+  Tier tier = Tier::kOnDemand;
+  uint32_t capacity = 64;
+  double cost_per_hour = 0;
+  double weight = 1;
+  std::optional<double> vram_gb;
+  std::string api_key_env;  // as written
+  std::string api_key;      // resolved from the environment at load time (secret)
+  std::string ca_file;      // optional CA bundle for https backends; empty = system store
+  bool tls_verify = true;
+  /// Identity for state that survives reloads: a backend that keeps its name
+  /// but changes its URL is a new backend with fresh health (DESIGN.md §7).
+  std::string state_key() const { return name + '\n' + url; }
+};
+
+struct Model {
+  std::string name;
+  std::vector<std::string> aliases;
+  std::vector<std::string> gpu_preference;  // most preferred first
+  std::optional<double> min_vram_gb;
+};
+
+struct ResidencyRule {
+  std::string name;
+  std::vector<std::string> countries;   // ISO 3166-1 alpha-2, upper case
+  std::vector<std::string> continents;  // AF AN AS EU NA OC SA
+  std::vector<std::string> allow_regions;
+  std::vector<std::string> allow_jurisdictions;
+  RegionSet allowed;  // resolved: regions named or in a named jurisdiction
+};
+
+struct Tenant {
+  std::string name;
+  std::vector<std::array<uint8_t, 32>> api_key_sha256;
+  std::optional<size_t> residency_rule;  // forced rule index
+  bool allow_spot = false;
+  double requests_per_second = 0;  // 0 = unlimited
+  double burst = 0;                // token-bucket depth; 0 = max(1, requests_per_second)
+  uint32_t max_concurrent = 0;     // 0 = unlimited
+  std::optional<double> monthly_budget;
+};
+
+/// Everything in one immutable value plus the lookup tables derived from it.
+struct Snapshot {
+  Gateway gateway;
+  Geo geo;
+  Health health;
+  Routing routing;
+  std::vector<Region> regions;
+  std::vector<Backend> backends;
+  std::vector<Model> models;  // one entry per canonical model (declared or implied by a backend)
+  std::vector<ResidencyRule> residency;
+  std::vector<Tenant> tenants;
+
+  // --- derived, built by the loader ---
+  absl::flat_hash_map<std::string, size_t> region_by_name;
+  absl::flat_hash_map<std::string, size_t> backend_by_name;
+  absl::flat_hash_map<std::string, size_t> rule_by_name;
+  /// Canonical name or alias -> index into `models`.
+  absl::flat_hash_map<std::string, size_t> model_by_name;
+  /// Model index -> indices of backends that serve it.
+  std::vector<std::vector<size_t>> backends_by_model;
+  /// Jurisdiction name -> regions in it.
+  absl::flat_hash_map<std::string, RegionSet> regions_by_jurisdiction;
+  /// Raw 32-byte SHA-256 of a key (as a std::string) -> tenant index.
+  absl::flat_hash_map<std::string, size_t> tenant_by_key_hash;
+
+  // --- provenance ---
+  std::string source_path;  // absolute path of the file loaded
+  std::string hash;         // hex SHA-256 of the file's bytes
+  uint64_t generation = 0;  // set by the publisher
+  absl::Time loaded_at;
+
+  /// Index of a model by canonical name or alias, or nullopt.
+  std::optional<size_t> FindModel(std::string_view name) const;
+  /// The set of every region.
+  RegionSet AllRegions() const { return RegionSet::All(regions.size()); }
+};
+
+using SnapshotConstPtr = std::shared_ptr<const Snapshot>;
+
+}  // namespace geogate::config
