@@ -24,7 +24,7 @@ build_pkgs=(
   # metrics and alert-rule checks, manifest lint, anycast config check
   prometheus yamllint bird2
   # benchmarks: load generator and side-by-side peers
-  wrk haproxy nginx-light linux-perf
+  wrk haproxy nginx-light linux-perf libbenchmark-dev
 )
 
 if [[ "${1:-}" == "--runtime" ]]; then
