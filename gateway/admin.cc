@@ -1,0 +1,141 @@
+#include "gateway/admin.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "gateway/openai_error.h"
+#include "gateway/server.h"
+
+namespace geogate::gateway {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using net::ip::tcp;
+
+namespace {
+
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr auto kAdminTimeout = std::chrono::seconds(30);
+
+std::string JsonList(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i != 0) out += ',';
+    AppendJsonString(out, items[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+absl::Status AdminServer::Start(const std::string& host, uint16_t port) {
+  boost::system::error_code ec;
+  auto addr = net::ip::make_address(host, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("bad admin address ", host));
+  tcp::endpoint ep(addr, port);
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(128, ec);
+  if (ec)
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on admin address ", host, ":", port, ": ", ec.message()));
+  port_ = acceptor_.local_endpoint().port();
+  net::co_spawn(ioc_, AcceptLoop(), net::detached);
+  return absl::OkStatus();
+}
+
+void AdminServer::Stop() {
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+}
+
+net::awaitable<void> AdminServer::AcceptLoop() {
+  while (acceptor_.is_open()) {
+    auto [ec, socket] = co_await acceptor_.async_accept(kUseTuple);
+    if (ec) {
+      if (!acceptor_.is_open()) break;
+      continue;
+    }
+    net::co_spawn(ioc_, Serve(std::move(socket)), net::detached);
+  }
+}
+
+net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(16 * 1024);
+    parser.body_limit(64 * 1024);
+    stream.expires_after(kAdminTimeout);
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, kUseTuple);
+    if (ec) break;
+    http::request<http::string_body> req = parser.release();
+    std::string_view target = req.target();
+    std::string_view path = target.substr(0, target.find('?'));
+    http::response<http::string_body> res{http::status::ok, req.version()};
+    res.set(http::field::server, "geogate-admin");
+    res.set(http::field::cache_control, "no-store");
+    auto json = [&](http::status st, std::string body) {
+      res.result(st);
+      res.set(http::field::content_type, "application/json");
+      res.body() = std::move(body);
+    };
+    bool get = req.method() == http::verb::get;
+    bool post = req.method() == http::verb::post;
+    if (path == "/healthz" && get) {
+      res.set(http::field::content_type, "text/plain");
+      res.body() = "ok\n";
+    } else if (path == "/readyz" && get) {
+      res.set(http::field::content_type, "text/plain");
+      if (server_.Ready()) {
+        res.body() = "ready\n";
+      } else {
+        res.result(http::status::service_unavailable);
+        res.body() = server_.draining() ? "not ready: draining\n"
+                                        : "not ready: no healthy backend yet\n";
+      }
+    } else if (path == "/metrics" && get) {
+      res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+      res.body() = co_await server_.MetricsText();
+    } else if (path == "/admin/backends" && get) {
+      json(http::status::ok, server_.BackendsJson());
+    } else if (path == "/admin/config" && get) {
+      json(http::status::ok, server_.ConfigJson());
+    } else if (path == "/admin/geo" && get) {
+      json(http::status::ok, server_.GeoJson());
+    } else if (path == "/admin/reload" && post) {
+      ReloadOutcome r = server_.Reload("POST /admin/reload");
+      json(r.ok ? http::status::ok : http::status::unprocessable_entity,
+           absl::StrCat("{\"ok\":", r.ok ? "true" : "false", ",\"generation\":", r.generation,
+                        ",\"errors\":", JsonList(r.errors), ",\"warnings\":", JsonList(r.warnings),
+                        "}"));
+    } else if (path == "/admin/drain" && post) {
+      server_.BeginDrain("POST /admin/drain");
+      json(http::status::accepted, "{\"draining\":true}");
+    } else {
+      json(http::status::not_found,
+           ErrorBody(ErrorKind::kNotFound, absl::StrCat("no admin endpoint ",
+                                                        std::string(req.method_string()), " ",
+                                                        std::string(path))));
+    }
+    res.keep_alive(req.keep_alive());
+    res.prepare_payload();
+    auto [wec, wn] = co_await http::async_write(stream, res, kUseTuple);
+    if (wec || !req.keep_alive()) break;
+  }
+  boost::system::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+}
+
+}  // namespace geogate::gateway

@@ -1,0 +1,124 @@
+#include "gateway/headers.h"
+
+#include <random>
+
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/rfc7230.hpp>
+
+namespace geogate::gateway {
+
+namespace beast = boost::beast;
+
+namespace {
+
+bool NamedInConnection(std::string_view name, std::string_view connection_value) {
+  if (connection_value.empty()) return false;
+  for (auto token : http::token_list(connection_value))
+    if (beast::iequals(token, name)) return true;
+  return false;
+}
+
+bool IsGatewayHeader(std::string_view name) {
+  return name.size() >= 10 && beast::iequals(name.substr(0, 10), "x-geogate-");
+}
+
+}  // namespace
+
+bool IsHopByHop(std::string_view name, std::string_view connection_value) {
+  static constexpr std::string_view kHopByHop[] = {
+      "connection", "keep-alive",         "proxy-connection",    "te",     "trailer",
+      "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization"};
+  for (std::string_view h : kHopByHop)
+    if (beast::iequals(name, h)) return true;
+  return NamedInConnection(name, connection_value);
+}
+
+void PrepareUpstreamHeaders(const http::fields& in, http::fields& out, const ForwardInfo& fwd) {
+  std::string_view connection = in[http::field::connection];
+  std::string xff;
+  for (const auto& f : in) {
+    std::string_view name = f.name_string();
+    switch (f.name()) {
+      case http::field::authorization:
+      case http::field::host:
+      case http::field::content_length:
+      case http::field::expect:
+        continue;
+      default:
+        break;
+    }
+    if (beast::iequals(name, "x-forwarded-for")) {  // re-added below, with the peer appended
+      if (!xff.empty()) xff += ", ";
+      xff += f.value();
+      continue;
+    }
+    if (IsHopByHop(name, connection) || IsGatewayHeader(name)) continue;
+    if (beast::iequals(name, "x-forwarded-proto") || beast::iequals(name, "x-request-id"))
+      continue;
+    out.insert(name, f.value());
+  }
+  if (!fwd.peer_ip.empty()) {
+    if (!xff.empty()) xff += ", ";
+    xff += fwd.peer_ip;
+  }
+  if (!xff.empty()) out.set("x-forwarded-for", xff);
+  out.set("x-forwarded-proto", fwd.client_tls ? "https" : "http");
+  if (!fwd.request_id.empty()) out.set("x-request-id", fwd.request_id);
+}
+
+void SetBackendHeaders(http::fields& out, const config::Backend& backend) {
+  bool default_port = (backend.tls && backend.port == 443) || (!backend.tls && backend.port == 80);
+  bool v6 = backend.host.find(':') != std::string::npos;
+  std::string host;
+  host.reserve(backend.host.size() + 8);
+  if (v6) host += '[';
+  host += backend.host;
+  if (v6) host += ']';
+  if (!default_port) {
+    host += ':';
+    host += std::to_string(backend.port);
+  }
+  out.set(http::field::host, host);
+  if (!backend.api_key.empty())
+    out.set(http::field::authorization, "Bearer " + backend.api_key);
+  else
+    out.erase(http::field::authorization);
+}
+
+void PrepareClientResponseHeaders(const http::fields& upstream, http::fields& out,
+                                  const ResponseTags& tags) {
+  std::string_view connection = upstream[http::field::connection];
+  for (const auto& f : upstream) {
+    std::string_view name = f.name_string();
+    if (f.name() == http::field::content_length) continue;
+    if (IsHopByHop(name, connection) || IsGatewayHeader(name)) continue;
+    if (beast::iequals(name, "x-request-id")) continue;
+    out.insert(name, f.value());
+  }
+  if (!tags.edge.empty()) out.set("x-geogate-edge", tags.edge);
+  if (!tags.region.empty()) out.set("x-geogate-region", tags.region);
+  if (!tags.backend.empty()) out.set("x-geogate-backend", tags.backend);
+  if (!tags.residency_rule.empty()) out.set("x-geogate-residency-rule", tags.residency_rule);
+  if (!tags.request_id.empty()) out.set("x-request-id", tags.request_id);
+}
+
+std::string NewRequestId() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(32, '0');
+  uint64_t a = gen(), b = gen();
+  for (int i = 0; i < 16; ++i) {
+    id[i] = kHex[(a >> (i * 4)) & 0xF];
+    id[16 + i] = kHex[(b >> (i * 4)) & 0xF];
+  }
+  return id;
+}
+
+bool IsAcceptableRequestId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id)
+    if (c <= 0x20 || c >= 0x7F || c == '"' || c == '\\') return false;
+  return true;
+}
+
+}  // namespace geogate::gateway

@@ -1,0 +1,62 @@
+// Header handling between client and backend (RFC 9110 §7.6.1): hop-by-hop
+// fields never cross the proxy, the client's credentials never reach a
+// backend, X-Forwarded-For/-Proto are appended, and x-request-id is kept or
+// generated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <boost/beast/http/fields.hpp>
+
+#include "config/snapshot.h"
+
+namespace geogate::gateway {
+
+namespace http = boost::beast::http;
+
+/// True for fields that describe one connection rather than the message:
+/// Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
+/// Upgrade, Proxy-Authenticate/-Authorization, and any field named in the
+/// message's Connection header (`connection_value`).
+bool IsHopByHop(std::string_view name, std::string_view connection_value);
+
+struct ForwardInfo {
+  std::string_view peer_ip;     // appended to X-Forwarded-For
+  bool client_tls = false;      // X-Forwarded-Proto https/http
+  std::string_view request_id;  // x-request-id sent upstream
+};
+
+/// Fills `out` with the client's end-to-end request headers for a backend:
+/// drops hop-by-hop fields, Authorization (the client's key is never
+/// forwarded), Host, Content-Length, Expect and the gateway's own
+/// x-geogate-* request headers; appends X-Forwarded-For, sets
+/// X-Forwarded-Proto and x-request-id.
+void PrepareUpstreamHeaders(const http::fields& in, http::fields& out, const ForwardInfo& fwd);
+
+/// The per-attempt part: Host for this backend and its own API key, if any.
+void SetBackendHeaders(http::fields& out, const config::Backend& backend);
+
+struct ResponseTags {
+  std::string_view edge;
+  std::string_view region;
+  std::string_view backend;
+  std::string_view request_id;
+  std::string_view residency_rule;  // empty = do not send the header
+};
+
+/// Copies a backend's response headers for the client, minus hop-by-hop
+/// fields and the framing (Content-Length/Transfer-Encoding, which the
+/// gateway sets), plus x-geogate-edge/-region/-backend and x-request-id.
+void PrepareClientResponseHeaders(const http::fields& upstream, http::fields& out,
+                                  const ResponseTags& tags);
+
+/// A request id that is unique enough for logs: 32 hex characters from a
+/// per-thread generator seeded from the OS.
+std::string NewRequestId();
+
+/// Client-supplied x-request-id is kept when it is short and printable.
+bool IsAcceptableRequestId(std::string_view id);
+
+}  // namespace geogate::gateway

@@ -1,0 +1,589 @@
+#include "gateway/proxy.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <span>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "gateway/headers.h"
+#include "gateway/response_head.h"
+#include "gateway/sse_observer.h"
+#include "health/health_service.h"
+#include "health/retry_budget.h"
+#include "routing/decide.h"
+#include "routing/live_health_view.h"
+
+namespace geogate::gateway {
+
+namespace {
+
+using health::FailureReason;
+using Clock = std::chrono::steady_clock;
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr size_t kRelayBufferBytes = 16 * 1024;
+
+double MillisSince(Clock::time_point t0, Clock::time_point t1) {
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+template <class D>
+health::Millis ClampMillis(D d) {
+  auto ms = std::chrono::duration_cast<health::Millis>(d);
+  return std::max(ms, health::Millis(1));
+}
+
+// Folds a new sample into an EWMA kept in an atomic (microseconds; -1 =
+// empty). Several workers may update at once: a lost update only loses one
+// sample's weight, so a relaxed CAS loop is plenty.
+void UpdateEwma(std::atomic<int64_t>& ewma, int64_t sample_us, double alpha) {
+  int64_t old = ewma.load(std::memory_order_relaxed);
+  for (;;) {
+    int64_t next = old < 0 ? sample_us
+                           : static_cast<int64_t>(static_cast<double>(old) +
+                                                  alpha * static_cast<double>(sample_us - old));
+    if (ewma.compare_exchange_weak(old, next, std::memory_order_relaxed)) return;
+  }
+}
+
+// Counts a request against a backend's in-flight total (process-wide).
+class InflightGuard {
+ public:
+  explicit InflightGuard(health::BackendState& s) : s_(s) {
+    s_.inflight.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~InflightGuard() { s_.inflight.fetch_sub(1, std::memory_order_relaxed); }
+  InflightGuard(const InflightGuard&) = delete;
+  InflightGuard& operator=(const InflightGuard&) = delete;
+
+ private:
+  health::BackendState& s_;
+};
+
+// Watches the client socket while the request is with a backend. A client
+// that goes away (EOF or reset) cancels the upstream request by closing the
+// upstream connection, so a GPU stops generating tokens nobody will read.
+// Only the raw TCP socket is peeked, never read, so no request bytes are
+// consumed; a client that sends data meanwhile (pipelining, a TLS alert)
+// simply ends the watch, and write errors catch it later.
+class DisconnectWatch {
+ public:
+  explicit DisconnectWatch(net::ip::tcp::socket& client) : state_(std::make_shared<State>()) {
+    state_->client = &client;
+    Arm(state_);
+  }
+  ~DisconnectWatch() {
+    state_->active = false;
+    state_->target = nullptr;
+    state_->client = nullptr;
+  }
+  DisconnectWatch(const DisconnectWatch&) = delete;
+  DisconnectWatch& operator=(const DisconnectWatch&) = delete;
+
+  /// The upstream connection to close when the client disappears.
+  void Target(beast::tcp_stream* upstream) { state_->target = upstream; }
+  bool gone() const { return state_->gone; }
+
+ private:
+  struct State {
+    net::ip::tcp::socket* client = nullptr;
+    beast::tcp_stream* target = nullptr;
+    bool active = true;
+    bool gone = false;
+  };
+
+  static void Arm(const std::shared_ptr<State>& st) {
+    st->client->async_wait(net::ip::tcp::socket::wait_read,
+                           [st](boost::system::error_code ec) {
+                             if (ec || !st->active || st->client == nullptr) return;
+                             char byte;
+                             ssize_t n = ::recv(st->client->native_handle(), &byte, 1,
+                                                MSG_PEEK | MSG_DONTWAIT);
+                             if (n > 0) return;  // data, not a close: stop watching
+                             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                               Arm(st);
+                               return;
+                             }
+                             st->gone = true;
+                             if (st->target != nullptr) st->target->close();
+                           });
+  }
+
+  std::shared_ptr<State> state_;
+};
+
+struct AttemptResult {
+  bool committed = false;   // the response head reached the client
+  bool keep_alive = false;  // when committed: may the client connection stay open
+  bool client_gone = false;
+  FailureReason failure = FailureReason::kNone;
+  std::string detail;
+  unsigned upstream_status = 0;
+};
+
+FailureReason ClassifyExchangeError(const boost::system::error_code& ec) {
+  if (ec == beast::error::timeout) return FailureReason::kFirstTokenTimeout;
+  if (ec.category() == http::error::get_http_category() && ec != http::error::end_of_stream &&
+      ec != http::error::partial_message)
+    return FailureReason::kProtocolError;
+  return FailureReason::kReset;
+}
+
+// A connection from the pool that the backend closed while it sat idle
+// fails on first use with no response byte: that is not the backend's fault.
+bool IsStaleConnectionError(const boost::system::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+         ec == http::error::partial_message;
+}
+
+class ProxyCall {
+ public:
+  ProxyCall(RequestContext& ctx, const RequestBody& body)
+      : ctx_(ctx),
+        body_(body),
+        worker_(ctx.worker),
+        shared_(ctx.worker.shared()),
+        up_cfg_(ctx.cfg.gateway.upstream),
+        watch_(ctx.session.stream().lowest().socket()) {}
+
+  net::awaitable<bool> Run();
+
+ private:
+  net::awaitable<bool> Select(routing::Decision& decision);
+  void BuildUpstreamRequest();
+  net::awaitable<AttemptResult> Attempt(size_t backend, Clock::time_point deadline);
+  net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn,
+                                      http::response_parser<http::buffer_body>& parser,
+                                      size_t first_bytes, bool& upstream_reusable);
+  net::awaitable<bool> WriteToClient(std::string_view data, ResponseHead* head, bool chunked,
+                                     SseObserver& observer);
+  net::awaitable<bool> FailAll(const AttemptResult& last);
+  net::awaitable<bool> Fail(ErrorKind kind, std::string_view message, int retry_after = -1);
+  void ReportFailure(size_t backend, FailureReason reason);
+  void AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds);
+
+  RequestContext& ctx_;
+  const RequestBody& body_;
+  Worker& worker_;
+  ServerShared& shared_;
+  const config::Upstream& up_cfg_;
+  DisconnectWatch watch_;
+  http::request<http::string_body> up_;
+  std::string original_target_;
+  char relay_buf_[kRelayBufferBytes];
+};
+
+net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, int retry_after) {
+  ErrorSpec spec = SpecOf(kind);
+  ctx_.status = spec.status;
+  ctx_.error_code = spec.code;
+  co_return co_await ctx_.session.SendError(&ctx_.req, kind, message, ctx_.request_id,
+                                            retry_after);
+}
+
+void ProxyCall::ReportFailure(size_t backend, FailureReason reason) {
+  const config::Backend& b = ctx_.cfg.backends[backend];
+  worker_.metrics().upstream_errors.Add({b.name, health::FailureReasonName(reason)});
+  if (shared_.health != nullptr) shared_.health->ReportFailure(ctx_.rt.backends[backend], reason);
+}
+
+// select_upstream. Waits up to routing.queue_timeout_ms for room when every
+// candidate is at capacity. @return false when the request was answered.
+net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
+  routing::RequestFacts facts{ctx_.model, ctx_.tenant_config()};
+  auto queue_deadline = Clock::now() + ctx_.cfg.routing.queue_timeout;
+  for (;;) {
+    auto now = Clock::now();
+    routing::LiveHealthView view(ctx_.rt.backends, health::ToNanos(now));
+    d = routing::Decide(ctx_.cfg, facts, ctx_.residency.allowed, view, now, worker_.Random());
+    if (d.outcome != routing::Outcome::kCapacity || now >= queue_deadline) break;
+    net::steady_timer t(worker_.ioc());
+    t.expires_after(std::min<Clock::duration>(std::chrono::milliseconds(5), queue_deadline - now));
+    co_await t.async_wait(kUseTuple);
+    if (watch_.gone()) {
+      ctx_.status = 499;
+      co_return false;
+    }
+  }
+  worker_.metrics().selections.Add({routing::OutcomeName(d.outcome)});
+  ctx_.route_reason = d.reason;
+  switch (d.outcome) {
+    case routing::Outcome::kRoute:
+      co_return true;
+    case routing::Outcome::kResidencyDenied:
+      co_await Fail(ErrorKind::kResidencyDenied,
+                    "model '" + std::string(ctx_.model_name()) +
+                        "' is served only outside the regions data residency allows (" +
+                        ctx_.residency.reason + ")");
+      co_return false;
+    case routing::Outcome::kNoHealthy:
+      co_await Fail(ErrorKind::kNoCompliantBackend,
+                    "no healthy backend in the allowed regions serves model '" +
+                        std::string(ctx_.model_name()) + "'",
+                    1);
+      co_return false;
+    case routing::Outcome::kCapacity:
+      co_await Fail(ErrorKind::kCapacityExhausted,
+                    "every allowed backend for model '" + std::string(ctx_.model_name()) +
+                        "' is at capacity",
+                    1);
+      co_return false;
+  }
+  co_return false;
+}
+
+void ProxyCall::BuildUpstreamRequest() {
+  up_.method(ctx_.req.method());
+  up_.version(11);
+  original_target_ = std::string(ctx_.req.target());
+  ForwardInfo fwd;
+  std::string peer = ctx_.session.proxy_source() ? ctx_.session.proxy_source()->ToString()
+                                                 : ctx_.session.peer().ToString();
+  fwd.peer_ip = peer;
+  fwd.client_tls = ctx_.session.tls();
+  fwd.request_id = ctx_.request_id;
+  PrepareUpstreamHeaders(ctx_.req.base(), up_.base(), fwd);
+  up_.keep_alive(true);
+  // The usage chunk is requested for accounting when the client did not ask
+  // for it; SseObserver strips it from the client's stream again.
+  std::optional<std::string> rewritten = body_.Rewrite(ctx_.model_name(), /*request_usage=*/true);
+  up_.body() = rewritten ? std::move(*rewritten) : ctx_.req.body();
+  up_.prepare_payload();
+}
+
+net::awaitable<bool> ProxyCall::Run() {
+  routing::Decision decision;
+  if (!co_await Select(decision)) co_return ctx_.status != 499 && ctx_.req.keep_alive();
+  BuildUpstreamRequest();
+
+  auto deadline = ctx_.start + up_cfg_.retry_deadline;
+  AttemptResult last;
+  size_t max_attempts = std::min<size_t>(up_cfg_.max_attempts, decision.plan.size());
+  std::optional<health::RetryBudget::Retry> retry_token;
+  for (size_t i = 0; i < max_attempts; ++i) {
+    if (Clock::now() >= deadline) break;
+    size_t backend = decision.plan[i];
+    if (i > 0) {
+      // A retry: counted against the process-wide budget so a region-wide
+      // failure does not multiply the load on what is left.
+      if (shared_.retry_budget != nullptr) {
+        retry_token = shared_.retry_budget->TryRetry();
+        if (!*retry_token) {
+          worker_.metrics().retry_budget_exhausted++;
+          break;
+        }
+      }
+      worker_.metrics().failovers.Add({health::FailureReasonName(last.failure)});
+    }
+    ctx_.attempts++;
+    last = co_await Attempt(backend, deadline);
+    if (last.committed) co_return last.keep_alive;
+    if (last.client_gone) {
+      ctx_.status = 499;
+      worker_.metrics().client_disconnects++;
+      co_return false;
+    }
+    ReportFailure(backend, last.failure);
+  }
+  co_return co_await FailAll(last);
+}
+
+net::awaitable<bool> ProxyCall::FailAll(const AttemptResult& last) {
+  std::string detail = absl::StrCat("after ", ctx_.attempts, " attempt(s): ",
+                                    health::FailureReasonName(last.failure),
+                                    last.detail.empty() ? "" : " (", last.detail,
+                                    last.detail.empty() ? "" : ")");
+  if (ctx_.attempts == 0)
+    co_return co_await Fail(ErrorKind::kUpstreamFailed, "retry deadline reached before any attempt");
+  if (last.failure == FailureReason::kFirstTokenTimeout)
+    co_return co_await Fail(ErrorKind::kFirstTokenTimeout,
+                            "no backend produced a first token in time " + detail);
+  co_return co_await Fail(ErrorKind::kUpstreamFailed, "every backend attempt failed " + detail);
+}
+
+net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_point deadline) {
+  const config::Backend& b = ctx_.cfg.backends[backend];
+  health::BackendState& state = *ctx_.rt.backends[backend];
+  InflightGuard inflight(state);
+  AttemptResult r;
+  auto t0 = Clock::now();
+
+  SetBackendHeaders(up_.base(), b);
+  if (b.base_path.empty())
+    up_.target(original_target_);
+  else
+    up_.target(b.base_path + original_target_);
+
+  UpstreamConnPtr conn = worker_.pool().TakeIdle(b.state_key(), t0, up_cfg_.pool_idle_timeout);
+  bool reused = conn != nullptr;
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  for (;;) {
+    if (!conn) {
+      auto budget = ClampMillis(deadline - Clock::now());
+      ConnectResult cr = co_await worker_.pool().Connect(b, ctx_.rt.backend_tls[backend],
+                                                         std::min(up_cfg_.connect_timeout, budget));
+      if (watch_.gone()) {
+        r.client_gone = true;
+        co_return r;
+      }
+      if (!cr.conn) {
+        r.failure = cr.failure;
+        r.detail = cr.error;
+        co_return r;
+      }
+      conn = std::move(cr.conn);
+    }
+    conn->uses++;
+    watch_.Target(&conn->stream.lowest());
+    parser.emplace();
+    parser->body_limit(boost::none);
+    parser->header_limit(64 * 1024);
+    auto ttft_budget = std::min(up_cfg_.first_token_timeout, ClampMillis(deadline - Clock::now()));
+    conn->stream.lowest().expires_after(ttft_budget);
+    auto [wec, wn] = co_await http::async_write(conn->stream, up_, kUseTuple);
+    boost::system::error_code ec = wec;
+    if (!ec) {
+      auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, *parser, kUseTuple);
+      ec = rec;
+    }
+    if (!ec) break;
+    watch_.Target(nullptr);
+    if (watch_.gone()) {
+      r.client_gone = true;
+      co_return r;
+    }
+    if (reused && !parser->got_some() && IsStaleConnectionError(ec)) {
+      conn.reset();
+      reused = false;
+      continue;
+    }
+    r.failure = ClassifyExchangeError(ec);
+    r.detail = ec.message();
+    co_return r;
+  }
+
+  r.upstream_status = parser->get().result_int();
+  if (r.upstream_status >= 500) {
+    watch_.Target(nullptr);
+    r.failure = FailureReason::kUpstream5xx;
+    r.detail = absl::StrCat(b.name, " answered ", r.upstream_status);
+    co_return r;  // the connection is dropped with its unread body
+  }
+
+  // Hold the head until the first body bytes arrive (or the body is empty):
+  // until then a failure is still invisible to the client and retryable.
+  size_t first = 0;
+  while (!parser->is_done() && first == 0) {
+    parser->get().body().data = relay_buf_;
+    parser->get().body().size = sizeof relay_buf_;
+    auto [ec, n] = co_await http::async_read_some(conn->stream, conn->buffer, *parser, kUseTuple);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      watch_.Target(nullptr);
+      if (watch_.gone()) {
+        r.client_gone = true;
+        co_return r;
+      }
+      r.failure = ClassifyExchangeError(ec);
+      r.detail = ec.message();
+      co_return r;
+    }
+    first = sizeof relay_buf_ - parser->get().body().size;
+  }
+  auto t_first = Clock::now();
+  double ttft_ms = MillisSince(t0, t_first);
+  ctx_.ttft_ms = MillisSince(ctx_.start, t_first);
+  ctx_.backend = backend;
+  ctx_.status = r.upstream_status;
+  // The TTFT EWMA learns only from successful answers; the probe measures RTT.
+  if (r.upstream_status < 400) {
+    UpdateEwma(state.ttft_ewma_us, static_cast<int64_t>(ttft_ms * 1000), ctx_.cfg.routing.ewma_alpha);
+    state.ttft_at_ns.store(health::ToNanos(t_first), std::memory_order_relaxed);
+    worker_.metrics().ttft.Observe({b.name}, ttft_ms / 1000.0);
+  }
+  health::HealthService::ReportSuccess(state);
+
+  bool reusable = false;
+  AttemptResult rr = co_await Relay(backend, *conn, *parser, first, reusable);
+  watch_.Target(nullptr);
+  if (reusable) worker_.pool().Release(std::move(conn), Clock::now(), up_cfg_.pool_max_idle);
+  co_return rr;
+}
+
+net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& conn,
+                                               http::response_parser<http::buffer_body>& parser,
+                                               size_t first, bool& upstream_reusable) {
+  const config::Backend& b = ctx_.cfg.backends[backend];
+  AttemptResult r;
+  r.committed = true;
+  auto& upstream_head = parser.get();
+  Stream& client = ctx_.session.stream();
+  bool client_http11 = ctx_.req.version() >= 11;
+  bool sse = upstream_head[http::field::content_type].starts_with("text/event-stream");
+
+  // Framing towards the client: keep an exact Content-Length when the
+  // backend gave one, else chunked (close-delimited for HTTP/1.0 clients).
+  bool complete_in_first = parser.is_done();
+  std::optional<uint64_t> length;
+  if (complete_in_first)
+    length = first;
+  else if (auto cl = parser.content_length())
+    length = *cl;
+  bool chunked = !length && client_http11;
+  bool keep_alive = ctx_.req.keep_alive() && (length || chunked) &&
+                    !shared_.draining.load(std::memory_order_relaxed);
+
+  SseObserver observer(sse, ctx_.include_usage);
+  ResponseHead head(upstream_head.result_int(), upstream_head.reason(), ctx_.req.version());
+  ResponseTags tags{ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name,
+                    ctx_.request_id,
+                    ctx_.cfg.gateway.residency_header ? ctx_.residency.RuleLabel(ctx_.cfg)
+                                                      : std::string_view()};
+  PrepareClientResponseHeaders(upstream_head.base(), head.fields(), tags);
+  head.SetFraming(length, chunked, keep_alive);
+  if (sse) shared_.active_streams.fetch_add(1, std::memory_order_relaxed);
+  struct StreamCount {
+    ServerShared& s;
+    bool on;
+    ~StreamCount() {
+      if (on) s.active_streams.fetch_sub(1, std::memory_order_relaxed);
+    }
+  } stream_count{shared_, sse};
+
+  auto stream_start = Clock::now();
+  if (!co_await WriteToClient(std::string_view(relay_buf_, first), &head, chunked, observer)) {
+    r.keep_alive = false;
+    r.client_gone = true;
+    worker_.metrics().client_disconnects++;
+    co_return r;
+  }
+
+  while (!parser.is_done()) {
+    parser.get().body().data = relay_buf_;
+    parser.get().body().size = sizeof relay_buf_;
+    conn.stream.lowest().expires_after(up_cfg_.stream_idle_timeout);
+    auto [ec, n] = co_await http::async_read_some(conn.stream, conn.buffer, parser, kUseTuple);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      if (watch_.gone()) {
+        worker_.metrics().client_disconnects++;
+        r.client_gone = true;
+        co_return r;
+      }
+      // The backend failed after the client got the head: the response can
+      // no longer be retried. An SSE client gets one error event and a clean
+      // end of the chunked body; anything else is cut so it cannot be
+      // mistaken for complete.
+      FailureReason reason =
+          ec == beast::error::timeout ? FailureReason::kStreamIdle : FailureReason::kReset;
+      ReportFailure(backend, reason);
+      worker_.metrics().streams_interrupted++;
+      r.failure = reason;
+      r.keep_alive = false;
+      if (sse && chunked) {
+        std::string event = StreamErrorEvent(absl::StrCat(
+            "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason)));
+        std::string tail = absl::StrCat(absl::Hex(event.size()), "\r\n", event, "\r\n0\r\n\r\n");
+        client.lowest().expires_after(up_cfg_.stream_idle_timeout);
+        auto [wec, wn] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
+        ctx_.bytes_out += wn;
+      } else {
+        ctx_.session.Close();
+      }
+      AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - stream_start).count());
+      co_return r;
+    }
+    size_t got = sizeof relay_buf_ - parser.get().body().size;
+    if (got == 0) continue;
+    if (!co_await WriteToClient(std::string_view(relay_buf_, got), nullptr, chunked, observer)) {
+      worker_.metrics().client_disconnects++;
+      r.keep_alive = false;
+      r.client_gone = true;
+      AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - stream_start).count());
+      co_return r;
+    }
+  }
+  if (chunked) {
+    std::string_view rest = observer.Finish();
+    std::string tail;
+    if (!rest.empty()) tail = absl::StrCat(absl::Hex(rest.size()), "\r\n", rest, "\r\n");
+    tail += "0\r\n\r\n";
+    client.lowest().expires_after(up_cfg_.stream_idle_timeout);
+    auto [ec, n] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
+    ctx_.bytes_out += n;
+    if (ec) keep_alive = false;
+  }
+  client.lowest().expires_never();
+  AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - stream_start).count());
+  upstream_reusable = parser.keep_alive();
+  r.keep_alive = keep_alive;
+  co_return r;
+}
+
+// One gather write per upstream read: [head] [chunk size] data [CRLF].
+net::awaitable<bool> ProxyCall::WriteToClient(std::string_view data, ResponseHead* head,
+                                              bool chunked, SseObserver& observer) {
+  Stream& client = ctx_.session.stream();
+  std::string_view out = observer.Filter(data, Clock::now());
+  std::array<net::const_buffer, 4> bufs;
+  size_t n = 0;
+  if (head != nullptr) bufs[n++] = net::buffer(head->text());
+  char size_line[24];
+  if (chunked && !out.empty()) {
+    int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", out.size());
+    bufs[n++] = net::buffer(size_line, static_cast<size_t>(len));
+  }
+  if (!out.empty()) bufs[n++] = net::buffer(out);
+  if (chunked && !out.empty()) bufs[n++] = net::buffer("\r\n", 2);
+  if (n == 0) co_return true;
+  client.lowest().expires_after(up_cfg_.stream_idle_timeout);
+  auto [ec, written] = co_await net::async_write(
+      client, std::span<const net::const_buffer>(bufs.data(), n), kUseTuple);
+  ctx_.bytes_out += written;
+  worker_.metrics().bytes_out += written;
+  co_return !ec;
+}
+
+void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds) {
+  const config::Backend& b = ctx_.cfg.backends[backend];
+  WorkerMetrics& m = worker_.metrics();
+  for (double gap : sse.token_gaps()) m.token_gap.Observe({b.name}, gap);
+  ctx_.prompt_tokens = sse.prompt_tokens();
+  ctx_.completion_tokens = sse.completion_tokens();
+  ctx_.tokens_estimated = sse.estimated();
+  // The request's share of one GPU for as long as it streamed.
+  ctx_.gpu_seconds = stream_seconds / std::max<double>(1, b.capacity);
+  ctx_.cost = ctx_.gpu_seconds * b.cost_per_hour / 3600.0;
+  const config::Tenant* t = ctx_.tenant_config();
+  std::string_view tenant = t ? std::string_view(t->name) : "none";
+  if (ctx_.prompt_tokens > 0)
+    m.tokens.Add({b.name, ctx_.model_name(), tenant, "prompt"}, static_cast<double>(ctx_.prompt_tokens));
+  if (ctx_.completion_tokens > 0)
+    m.tokens.Add({b.name, ctx_.model_name(), tenant, "completion"},
+                 static_cast<double>(ctx_.completion_tokens));
+}
+
+}  // namespace
+
+net::awaitable<bool> ProxyRequest(RequestContext& ctx, const RequestBody& body) {
+  // The call object holds the relay buffer; keep it off the coroutine frame
+  // of the session so idle connections stay small.
+  auto call = std::make_unique<ProxyCall>(ctx, body);
+  co_return co_await call->Run();
+}
+
+}  // namespace geogate::gateway

@@ -1,0 +1,69 @@
+// Everything one request accumulates as it moves through the phases
+// (on_request -> resolve_geo -> select_upstream -> upstream -> log), owned by
+// the request handler's coroutine frame.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "gateway/session.h"
+#include "health/time_source.h"
+#include "routing/geo_resolver.h"
+#include "routing/ip_addr.h"
+#include "routing/residency.h"
+
+namespace geogate::gateway {
+
+inline constexpr size_t kNoIndex = std::numeric_limits<size_t>::max();
+
+struct RequestContext {
+  RequestContext(Session& s, const PinnedRuntime& p, Request& r)
+      : session(s), worker(s.worker()), pinned(p), rt(**p), cfg(*rt.config), req(r) {}
+
+  Session& session;
+  Worker& worker;
+  PinnedRuntime pinned;  // keeps the snapshot this request started with
+  const Runtime& rt;
+  const config::Snapshot& cfg;
+  Request& req;
+  health::MonotonicTime start = std::chrono::steady_clock::now();
+  std::string request_id;
+  std::string_view path;  // target without the query
+
+  // ---- who ------------------------------------------------------------------
+  routing::IpAddr client_ip;
+  std::string client_ip_text;
+  routing::GeoInfo geo;
+  size_t tenant = kNoIndex;  // index into cfg.tenants
+  routing::ResidencyDecision residency;
+
+  // ---- what -----------------------------------------------------------------
+  size_t model = kNoIndex;  // index into cfg.models
+  bool stream = false;
+  bool include_usage = false;
+
+  // ---- outcome ----------------------------------------------------------------
+  unsigned status = 0;
+  std::string_view error_code;
+  size_t backend = kNoIndex;
+  double ttft_ms = -1;
+  uint64_t bytes_out = 0;
+  uint32_t attempts = 0;
+  std::string route_reason;
+  int64_t prompt_tokens = -1;
+  int64_t completion_tokens = -1;
+  bool tokens_estimated = false;
+  double gpu_seconds = 0;
+  double cost = 0;
+
+  const config::Tenant* tenant_config() const {
+    return tenant == kNoIndex ? nullptr : &cfg.tenants[tenant];
+  }
+  std::string_view model_name() const {
+    return model == kNoIndex ? std::string_view() : std::string_view(cfg.models[model].name);
+  }
+};
+
+}  // namespace geogate::gateway

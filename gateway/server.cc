@@ -1,0 +1,476 @@
+#include "gateway/server.h"
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/socket_base.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "config/loader.h"
+#include "gateway/admin.h"
+#include "gateway/log.h"
+#include "gateway/metrics_exporter.h"
+#include "gateway/openai_error.h"
+#include "routing/decide.h"
+#include "routing/live_health_view.h"
+#include "routing/mmdb_geo_resolver.h"
+
+namespace geogate::gateway {
+
+using net::ip::tcp;
+
+namespace {
+
+using ReusePort = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+constexpr auto kDrainTick = std::chrono::milliseconds(50);
+
+size_t WorkerCount(const config::Snapshot& s) {
+  if (s.gateway.workers != 0) return s.gateway.workers;
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+absl::StatusOr<tcp::acceptor> Bind(net::io_context& ioc, const std::string& host, uint16_t port) {
+  boost::system::error_code ec;
+  auto addr = net::ip::make_address(host, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("bad listen address ", host));
+  tcp::endpoint ep(addr, port);
+  tcp::acceptor acceptor(ioc);
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.set_option(ReusePort(true), ec);
+  if (!ec && addr.is_v6()) acceptor.set_option(net::ip::v6_only(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(4096, ec);
+  if (ec)
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", host, ":", port, ": ", ec.message()));
+  return acceptor;
+}
+
+std::string HostPort(const std::string& host, uint16_t port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return absl::StrCat(v6 ? "[" : "", host, v6 ? "]" : "", ":", port);
+}
+
+}  // namespace
+
+Server::Server(std::string config_path, config::SnapshotConstPtr initial)
+    : config_path_(std::move(config_path)), started_with_(std::move(initial)) {}
+
+Server::~Server() {
+  for (auto& w : workers_) w->Stop();
+  if (health_) health_->Stop();
+  if (access_log_) access_log_->Close();
+}
+
+absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConstPtr& snap,
+                                                     const Runtime* previous, bool reopen_geo) {
+  auto rt = std::make_shared<Runtime>();
+  rt->config = snap;
+
+  // Geo database: reopened on every reload; a file that fails to open keeps
+  // the previous database when there is one.
+  if (!snap->geo.database.empty()) {
+    bool same_path = previous && previous->geo && previous->config->geo.database == snap->geo.database &&
+                     previous->config->geo.country_field == snap->geo.country_field &&
+                     previous->config->geo.continent_field == snap->geo.continent_field;
+    if (!reopen_geo && same_path) {
+      rt->geo = previous->geo;
+      rt->geo_epoch = previous->geo_epoch;
+    } else {
+      auto geo = routing::MmdbGeoResolver::Open(snap->geo.database, snap->geo);
+      if (geo.ok()) {
+        rt->geo = *geo;
+        rt->geo_epoch = rt->geo->Info().build_epoch;
+      } else if (same_path) {
+        geo_reload_failures_++;
+        LogWarn("geo", absl::StrCat("cannot reopen geo database, keeping the loaded one: ",
+                                    geo.status().message()));
+        rt->geo = previous->geo;
+        rt->geo_epoch = previous->geo_epoch;
+      } else {
+        return geo.status();
+      }
+    }
+  }
+
+  // Server TLS contexts for the listeners as they run; certificate and key
+  // files are re-read on every reload (rotation), new handshakes use them.
+  const auto& running = started_with_->gateway.listeners;
+  rt->listener_tls.resize(running.size());
+  for (size_t i = 0; i < running.size(); ++i) {
+    if (!running[i].tls) continue;
+    const config::Listener* now = nullptr;
+    for (const auto& l : snap->gateway.listeners)
+      if (l.address == running[i].address && l.tls) now = &l;
+    if (now == nullptr) {
+      if (previous) rt->listener_tls[i] = previous->listener_tls[i];
+      continue;
+    }
+    auto ctx = MakeServerContext(*now->tls);
+    if (!ctx.ok()) return ctx.status();
+    rt->listener_tls[i] = *ctx;
+  }
+
+  // Client TLS contexts for https backends, shared per (CA file, verify).
+  absl::flat_hash_map<std::string, SslContextPtr> client_ctx;
+  rt->backend_tls.resize(snap->backends.size());
+  for (size_t i = 0; i < snap->backends.size(); ++i) {
+    const config::Backend& b = snap->backends[i];
+    if (!b.tls) continue;
+    std::string key = absl::StrCat(b.ca_file, "|", b.tls_verify);
+    auto it = client_ctx.find(key);
+    if (it == client_ctx.end()) {
+      auto ctx = MakeClientContext(b.ca_file, b.tls_verify);
+      if (!ctx.ok()) return ctx.status();
+      it = client_ctx.emplace(key, *ctx).first;
+    }
+    rt->backend_tls[i] = it->second;
+  }
+
+  rt->backends = health_table_.Bind(*snap);
+  rt->tenants = tenant_limits_.Bind(*snap);
+  rt->generation = ++generation_;
+  return RuntimeConstPtr(std::move(rt));
+}
+
+absl::Status Server::StartListeners() {
+  const auto& listeners = started_with_->gateway.listeners;
+  for (size_t i = 0; i < listeners.size(); ++i) {
+    const config::Listener& l = listeners[i];
+    uint16_t port = l.port;
+    for (auto& w : workers_) {
+      auto acceptor = Bind(w->ioc(), l.host, port);
+      if (!acceptor.ok()) return acceptor.status();
+      // Port 0 (tests): the first worker picks the port, the others share it.
+      port = acceptor->local_endpoint().port();
+      w->AddAcceptor(std::move(*acceptor), ListenerSpec{i, l.tls.has_value(), l.proxy_protocol});
+    }
+    listener_addresses_.push_back(HostPort(l.host, port));
+    std::printf("listening on %s%s\n", HostPort(l.host, port).c_str(), l.tls ? " tls" : "");
+    LogInfo("listener", absl::StrCat("listening on ", HostPort(l.host, port), l.tls ? " (TLS)" : "",
+                                     l.proxy_protocol ? " (PROXY protocol)" : ""));
+  }
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+void Server::Publish(RuntimeConstPtr rt) {
+  current_ = rt;
+  for (auto& w : workers_) w->Publish(rt);
+  if (health_) health_->Update(rt->config, rt->backends);
+}
+
+int Server::Run() {
+  const config::Snapshot& cfg = *started_with_;
+  std::string log_error;
+  access_log_ = AccessLog::Open(cfg.gateway.access_log, &log_error);
+  if (!access_log_) {
+    LogError("config", log_error);
+    return 1;
+  }
+  shared_.access_log = access_log_.get();
+  shared_.tenant_limits = &tenant_limits_;
+  retry_budget_ = std::make_unique<health::RetryBudget>(cfg.gateway.upstream.retry_budget_percent,
+                                                        cfg.gateway.upstream.retry_budget_min);
+  shared_.retry_budget = retry_budget_.get();
+  health_ = health::HealthService::Create(health::HealthService::Options{
+      [](const health::StateChange& c) {
+        std::string msg = absl::StrCat("backend ", c.backend, " ", health::HealthStateName(c.from),
+                                       " -> ", health::HealthStateName(c.to),
+                                       " (", health::FailureReasonName(c.reason), ")",
+                                       c.ejected ? " by outlier detection" : "");
+        if (c.to == health::HealthState::kHealthy)
+          LogInfo("health", msg);
+        else
+          LogWarn("health", msg);
+      }});
+  shared_.health = health_.get();
+
+  auto rt = BuildRuntime(started_with_, nullptr, true);
+  if (!rt.ok()) {
+    LogError("startup", rt.status().message());
+    return 1;
+  }
+  current_ = *rt;
+
+  size_t n = WorkerCount(cfg);
+  for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, shared_));
+  if (auto st = StartListeners(); !st.ok()) {
+    LogError("startup", st.message());
+    return 1;
+  }
+  admin_ = std::make_unique<AdminServer>(main_ioc_, *this);
+  if (auto st = admin_->Start(cfg.gateway.admin.host, cfg.gateway.admin.port); !st.ok()) {
+    LogError("startup", st.message());
+    return 1;
+  }
+  std::printf("admin on %s\n", HostPort(cfg.gateway.admin.host, admin_->port()).c_str());
+  std::fflush(stdout);
+
+  health_->Start();
+  health_->Update(current_->config, current_->backends);
+  for (auto& w : workers_) w->Start(current_);
+  listeners_up_ = true;
+  reloads_ok_ = 0;
+  last_reload_ok_unix_ = absl::ToUnixSeconds(absl::Now());
+  LogInfo("startup", absl::StrCat("geogate ", GEOGATE_VERSION, " edge ", cfg.gateway.edge, ": ",
+                                  n, " workers, ", cfg.backends.size(), " backends, config ",
+                                  cfg.source_path, " (", cfg.hash.substr(0, 12), ")"));
+  ArmSignals();
+  main_ioc_.run();
+  return exit_code_;
+}
+
+void Server::ArmSignals() {
+  signals_.add(SIGHUP);
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.async_wait([this](boost::system::error_code ec, int signo) {
+    if (ec) return;
+    OnSignal(signo);
+    if (!forced_exit_) {
+      signals_.async_wait([this](boost::system::error_code ec2, int s2) {
+        if (ec2) return;
+        OnSignal(s2);
+        ArmSignals();
+      });
+    }
+  });
+}
+
+void Server::OnSignal(int signo) {
+  if (signo == SIGHUP) {
+    Reload("SIGHUP");
+    return;
+  }
+  if (shared_.draining.load()) {
+    LogWarn("drain", "second termination signal: exiting now");
+    forced_exit_ = true;
+    exit_code_ = 1;
+    Finish();
+    return;
+  }
+  BeginDrain(signo == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+ReloadOutcome Server::Reload(std::string_view trigger) {
+  ReloadOutcome out;
+  config::LoadResult loaded = config::LoadFile(config_path_);
+  for (const auto& w : loaded.warnings) out.warnings.push_back(w);
+  if (!loaded.ok()) {
+    for (const auto& e : loaded.errors) {
+      out.errors.push_back(e.ToString());
+      LogError("reload", e.ToString());
+    }
+    reloads_failed_++;
+    LogWarn("reload", absl::StrCat("reload (", trigger, ") rejected: ", loaded.errors.size(),
+                                   " error(s); the running configuration keeps serving"));
+    return out;
+  }
+  for (const std::string& w : config::RestartRequiredChanges(*started_with_, *loaded.snapshot)) {
+    out.warnings.push_back(w + " (needs a restart; not applied)");
+  }
+  auto rt = BuildRuntime(loaded.snapshot, current_.get(), /*reopen_geo=*/true);
+  if (!rt.ok()) {
+    out.errors.push_back(absl::StrCat(config_path_, ": ", rt.status().message()));
+    LogError("reload", out.errors.back());
+    reloads_failed_++;
+    return out;
+  }
+  for (const auto& w : out.warnings) LogWarn("reload", w);
+  Publish(*rt);
+  if (access_log_) access_log_->Reopen();
+  reloads_ok_++;
+  last_reload_ok_unix_ = absl::ToUnixSeconds(absl::Now());
+  out.ok = true;
+  out.generation = (*rt)->generation;
+  LogInfo("reload", absl::StrCat("reload (", trigger, ") applied: generation ", out.generation,
+                                 ", ", loaded.snapshot->backends.size(), " backends, hash ",
+                                 loaded.snapshot->hash.substr(0, 12)));
+  return out;
+}
+
+bool Server::Ready() const {
+  if (!listeners_up_ || !current_ || shared_.draining.load()) return false;
+  int64_t now = health::ToNanos(std::chrono::steady_clock::now());
+  for (const auto& s : current_->backends)
+    if (s && s->routable(now)) return true;
+  return false;
+}
+
+void Server::BeginDrain(std::string_view trigger) {
+  if (shared_.draining.exchange(true)) return;
+  drain_started_ = std::chrono::steady_clock::now();
+  const auto& up = current_->config->gateway.upstream;
+  LogInfo("drain", absl::StrCat("drain started by ", trigger, ": /readyz is 503; listeners close in ",
+                                up.drain_delay.count(), " ms; in-flight requests get up to ",
+                                up.drain_timeout.count(), " ms"));
+  DrainTick();
+}
+
+void Server::DrainTick() {
+  auto now = std::chrono::steady_clock::now();
+  const auto& up = current_->config->gateway.upstream;
+  if (!listeners_closed_ && now - drain_started_ >= up.drain_delay) {
+    listeners_closed_ = true;
+    for (auto& w : workers_) w->StopAccepting();
+    LogInfo("drain", "listeners closed");
+  }
+  if (listeners_closed_) {
+    if (shared_.open_connections.load() == 0) {
+      LogInfo("drain", "all connections finished");
+      Finish();
+      return;
+    }
+    if (now - drain_started_ >= up.drain_delay + up.drain_timeout) {
+      LogWarn("drain", absl::StrCat("drain timeout: closing ", shared_.open_connections.load(),
+                                    " connection(s)"));
+      for (auto& w : workers_) w->CloseAll();
+      // Give the workers one tick to run the closes, then stop.
+      drain_timer_.expires_after(kDrainTick);
+      drain_timer_.async_wait([this](boost::system::error_code) { Finish(); });
+      return;
+    }
+  }
+  drain_timer_.expires_after(kDrainTick);
+  drain_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) DrainTick();
+  });
+}
+
+void Server::Finish() {
+  if (admin_) admin_->Stop();
+  for (auto& w : workers_) w->Stop();
+  if (health_) health_->Stop();
+  if (access_log_) access_log_->Close();
+  boost::system::error_code ec;
+  signals_.cancel(ec);
+  drain_timer_.cancel();
+  main_ioc_.stop();
+}
+
+net::awaitable<std::string> Server::MetricsText() {
+  WorkerMetrics merged;
+  for (auto& w : workers_) {
+    Worker* worker = w.get();
+    WorkerMetrics copy = co_await net::co_spawn(
+        worker->ioc(), [worker]() -> net::awaitable<WorkerMetrics> { co_return worker->metrics(); },
+        net::use_awaitable);
+    copy.MergeInto(merged);
+  }
+  MetricsInputs in;
+  in.workers = &merged;
+  in.runtime = current_.get();
+  in.health = health_ ? health_->Stats() : std::vector<health::BackendHealthStats>{};
+  in.reloads_ok = reloads_ok_.load();
+  in.reloads_failed = reloads_failed_.load();
+  in.last_reload_ok_unix = last_reload_ok_unix_.load();
+  in.geo_reload_failures = geo_reload_failures_;
+  in.open_connections = shared_.open_connections.load();
+  in.active_requests = shared_.active_requests.load();
+  in.active_streams = shared_.active_streams.load();
+  in.draining = shared_.draining.load();
+  in.ready = Ready();
+  in.access_log_dropped = access_log_ ? access_log_->dropped_batches() : 0;
+  in.listener_addresses = &listener_addresses_;
+  in.listeners = &started_with_->gateway.listeners;
+  co_return FormatMetrics(in);
+}
+
+std::string Server::BackendsJson() const {
+  const Runtime& rt = *current_;
+  const config::Snapshot& cfg = *rt.config;
+  int64_t now = health::ToNanos(std::chrono::steady_clock::now());
+  int64_t wall_ms = absl::ToUnixMillis(absl::Now());
+  std::string out = "[";
+  for (size_t i = 0; i < cfg.backends.size(); ++i) {
+    const config::Backend& b = cfg.backends[i];
+    const health::BackendState& s = *rt.backends[i];
+    routing::BackendObservation o = routing::ObserveState(s, now);
+    if (i != 0) out += ',';
+    out += "{\"name\":";
+    AppendJsonString(out, b.name);
+    out += ",\"region\":";
+    AppendJsonString(out, cfg.regions[b.region_index].name);
+    out += ",\"url\":";
+    AppendJsonString(out, b.url);
+    out += ",\"gpu\":";
+    AppendJsonString(out, b.gpu);
+    out += ",\"provider\":";
+    AppendJsonString(out, b.provider);
+    out += ",\"tier\":";
+    AppendJsonString(out, config::TierName(b.tier));
+    int64_t ejected_until = s.ejected_until_ns.load();
+    int64_t since = s.since_ns.load();
+    auto wall = [&](int64_t mono_ns) { return wall_ms + (mono_ns - now) / 1'000'000; };
+    absl::StrAppend(&out, ",\"healthy\":", o.routable() ? "true" : "false", ",\"state\":\"",
+                    health::HealthStateName(o.state), "\",\"reason\":\"",
+                    health::FailureReasonName(s.reason.load()), "\"");
+    auto num = [&](const char* k, double v) {
+      if (v < 0)
+        absl::StrAppend(&out, ",\"", k, "\":null");
+      else
+        absl::StrAppend(&out, ",\"", k, "\":", FormatValue(std::round(v * 1000) / 1000));
+    };
+    num("rtt_ms", o.rtt_ms);
+    num("ttft_ms", o.ttft_ms);
+    num("expected_ttft_ms", routing::ExpectedTtftMs(cfg, i, o));
+    absl::StrAppend(&out, ",\"inflight\":", o.inflight, ",\"capacity\":", b.capacity,
+                    ",\"utilization\":", FormatValue(static_cast<double>(o.inflight) / b.capacity));
+    if (ejected_until > now)
+      absl::StrAppend(&out, ",\"ejected_until\":", wall(ejected_until));
+    else
+      out += ",\"ejected_until\":null";
+    absl::StrAppend(&out, ",\"ejections\":", s.ejections.load(),
+                    ",\"consecutive_failures\":", s.consecutive_failures.load(),
+                    ",\"last_change\":", since == 0 ? std::string("null") : std::to_string(wall(since)));
+    out += '}';
+  }
+  out += "]";
+  return out;
+}
+
+std::string Server::ConfigJson() const {
+  const Runtime& rt = *current_;
+  const config::Snapshot& cfg = *rt.config;
+  std::string out = "{\"hash\":";
+  AppendJsonString(out, cfg.hash);
+  out += ",\"source\":";
+  AppendJsonString(out, cfg.source_path);
+  absl::StrAppend(&out, ",\"generation\":", rt.generation, ",\"loaded_at\":\"",
+                  absl::FormatTime(absl::RFC3339_sec, cfg.loaded_at, absl::UTCTimeZone()),
+                  "\",\"edge\":");
+  AppendJsonString(out, cfg.gateway.edge);
+  absl::StrAppend(&out, ",\"regions\":", cfg.regions.size(), ",\"backends\":", cfg.backends.size(),
+                  ",\"models\":", cfg.models.size(), ",\"residency_rules\":", cfg.residency.size(),
+                  ",\"tenants\":", cfg.tenants.size(), ",\"reloads\":{\"success\":", reloads_ok_.load(),
+                  ",\"failure\":", reloads_failed_.load(), "}}");
+  return out;
+}
+
+std::string Server::GeoJson() const {
+  const Runtime& rt = *current_;
+  if (!rt.geo) return R"({"database":null})";
+  routing::GeoDbInfo info = rt.geo->Info();
+  std::string out = "{\"database\":";
+  AppendJsonString(out, info.path);
+  out += ",\"type\":";
+  AppendJsonString(out, info.database_type);
+  absl::StrAppend(&out, ",\"build_epoch\":", info.build_epoch, ",\"build_time\":\"",
+                  absl::FormatTime(absl::RFC3339_sec, absl::FromUnixSeconds(info.build_epoch),
+                                   absl::UTCTimeZone()),
+                  "\",\"ip_version\":", info.ip_version, ",\"node_count\":", info.node_count,
+                  ",\"country_field\":");
+  AppendJsonString(out, rt.config->geo.country_field);
+  absl::StrAppend(&out, ",\"reload_failures\":", geo_reload_failures_, "}");
+  return out;
+}
+
+}  // namespace geogate::gateway

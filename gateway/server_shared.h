@@ -1,0 +1,29 @@
+// Process-wide state the workers share with the server. Everything here is
+// thread-safe: atomics, or objects that do their own synchronisation.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace geogate::health {
+class HealthService;
+class RetryBudget;
+}  // namespace geogate::health
+
+namespace geogate::gateway {
+
+class AccessLog;
+class TenantLimits;
+
+struct ServerShared {
+  health::HealthService* health = nullptr;
+  health::RetryBudget* retry_budget = nullptr;
+  AccessLog* access_log = nullptr;
+  TenantLimits* tenant_limits = nullptr;
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> open_connections{0};
+  std::atomic<int64_t> active_requests{0};
+  std::atomic<int64_t> active_streams{0};
+};
+
+}  // namespace geogate::gateway

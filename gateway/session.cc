@@ -1,0 +1,263 @@
+#include "gateway/session.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "gateway/headers.h"
+#include "gateway/request_handler.h"
+#include "routing/proxy_protocol.h"
+
+namespace geogate::gateway {
+
+namespace {
+
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr size_t kLingerMaxBytes = 1 << 20;
+constexpr auto kLingerTimeout = std::chrono::seconds(1);
+constexpr auto kTlsShutdownTimeout = std::chrono::milliseconds(500);
+
+routing::IpAddr ToIpAddr(const net::ip::address& a) {
+  if (a.is_v4()) return routing::IpAddr::FromV4(a.to_v4().to_uint());
+  return routing::IpAddr::FromV6(a.to_v6().to_bytes());
+}
+
+net::awaitable<void> RunSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec) {
+  Session session(worker, std::move(socket), spec);
+  co_await session.Run();
+}
+
+}  // namespace
+
+void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec) {
+  net::co_spawn(worker.ioc(), RunSession(worker, std::move(socket), spec), net::detached);
+}
+
+Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec)
+    : worker_(worker), spec_(spec) {
+  boost::system::error_code ec;
+  auto ep = socket.remote_endpoint(ec);
+  if (!ec) peer_ = ToIpAddr(ep.address());
+  socket.set_option(net::ip::tcp::no_delay(true), ec);
+  stream_.emplace(beast::tcp_stream(std::move(socket)));
+  worker_.Register(this);
+  worker_.shared().open_connections.fetch_add(1, std::memory_order_relaxed);
+  worker_.metrics().connections_accepted++;
+}
+
+Session::~Session() {
+  worker_.Unregister(this);
+  worker_.shared().open_connections.fetch_sub(1, std::memory_order_relaxed);
+  worker_.metrics().connections_closed++;
+}
+
+void Session::Close() {
+  if (closed_) return;
+  closed_ = true;
+  stream_->lowest().close();
+}
+
+net::awaitable<bool> Session::ReadProxyHeader() {
+  const auto& limits = (*worker_.runtime())->config->gateway.limits;
+  stream_->lowest().expires_after(limits.header_timeout);
+  for (;;) {
+    auto data = buffer_.data();
+    routing::ProxyParseResult r = routing::ParseProxyProtocol(
+        std::span<const uint8_t>(static_cast<const uint8_t*>(data.data()), data.size()));
+    if (r.status == routing::ProxyParseStatus::kDone) {
+      buffer_.consume(r.header.consumed);
+      if (!r.header.local && r.header.source) proxy_source_ = r.header.source;
+      stream_->lowest().expires_never();
+      co_return true;
+    }
+    if (r.status == routing::ProxyParseStatus::kInvalid ||
+        buffer_.size() >= routing::kMaxProxyHeaderBytes)
+      co_return false;
+    // Read only what the header can still need, so bytes after it stay in
+    // the socket for the TLS layer or the HTTP parser.
+    auto [ec, n] = co_await stream_->lowest().async_read_some(buffer_.prepare(512), kUseTuple);
+    if (ec) co_return false;
+    buffer_.commit(n);
+  }
+}
+
+net::awaitable<bool> Session::Handshake() {
+  const Runtime& rt = **worker_.runtime();
+  const auto& limits = rt.config->gateway.limits;
+  tls_context_ = spec_.index < rt.listener_tls.size() ? rt.listener_tls[spec_.index] : nullptr;
+  if (!tls_context_) co_return false;
+  beast::tcp_stream tcp = std::move(stream_->lowest());
+  stream_.emplace(std::move(tcp), *tls_context_);
+  stream_->lowest().expires_after(limits.header_timeout);
+  auto [ec, used] = co_await stream_->tls().async_handshake(net::ssl::stream_base::server,
+                                                            buffer_.data(), kUseTuple);
+  if (ec) {
+    worker_.metrics().tls_handshake_failures++;
+    co_return false;
+  }
+  buffer_.consume(used);
+  worker_.metrics().tls_handshakes++;
+  stream_->lowest().expires_never();
+  co_return true;
+}
+
+net::awaitable<bool> Session::WaitForData(health::Millis timeout) {
+  stream_->lowest().expires_after(timeout);
+  auto [ec, n] = co_await stream_->async_read_some(buffer_.prepare(4096), kUseTuple);
+  if (ec) co_return false;
+  buffer_.commit(n);
+  co_return true;
+}
+
+net::awaitable<bool> Session::Send(http::response<http::string_body>& res, bool keep_alive) {
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  const auto& limits = (*worker_.runtime())->config->gateway.limits;
+  stream_->lowest().expires_after(limits.idle_timeout);
+  auto [ec, n] = co_await http::async_write(*stream_, res, kUseTuple);
+  stream_->lowest().expires_never();
+  worker_.metrics().bytes_out += n;
+  co_return !ec;
+}
+
+net::awaitable<bool> Session::SendError(const Request* req, ErrorKind kind,
+                                        std::string_view message, std::string_view request_id,
+                                        int retry_after_s) {
+  ErrorSpec spec = SpecOf(kind);
+  http::response<http::string_body> res{static_cast<http::status>(spec.status),
+                                        req ? req->version() : 11};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::server, "geogate");
+  if (!request_id.empty()) res.set("x-request-id", request_id);
+  res.set("x-geogate-edge", (*worker_.runtime())->config->gateway.edge);
+  if (retry_after_s >= 0) res.set(http::field::retry_after, std::to_string(retry_after_s));
+  res.body() = ErrorBody(kind, message);
+  // Errors about the request's framing leave the connection in an unknown
+  // state: close it. Policy errors (404, 451, 503...) keep it.
+  bool keep = req != nullptr && req->keep_alive() && spec.status != 400 && spec.status != 408 &&
+              spec.status != 413 && spec.status != 431 &&
+              !worker_.shared().draining.load(std::memory_order_relaxed);
+  bool ok = co_await Send(res, keep);
+  co_return ok && keep;
+}
+
+net::awaitable<void> Session::LingeringClose() {
+  // After an error answered before the whole request was read, stop sending
+  // but keep draining what the client still sends for a moment, so its TCP
+  // stack does not turn our close into a reset that destroys the response.
+  boost::system::error_code ec;
+  stream_->lowest().socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+  stream_->lowest().expires_after(kLingerTimeout);
+  size_t total = 0;
+  char sink[4096];
+  while (total < kLingerMaxBytes) {
+    auto [rec, n] = co_await stream_->lowest().async_read_some(net::buffer(sink), kUseTuple);
+    if (rec) break;
+    total += n;
+  }
+}
+
+net::awaitable<void> Session::Run() {
+  if (spec_.proxy_protocol && !co_await ReadProxyHeader()) {
+    worker_.metrics().proxy_protocol_failures++;
+    co_return;
+  }
+  if (spec_.tls && !co_await Handshake()) co_return;
+
+  bool first = true;
+  bool linger = false;
+  while (!closed_) {
+    PinnedRuntime pinned = worker_.runtime();
+    const config::Limits& limits = (*pinned)->config->gateway.limits;
+    idle_ = true;
+    if (buffer_.size() == 0) {
+      if (!worker_.accepting()) break;
+      if (!co_await WaitForData(first ? limits.header_timeout : limits.idle_timeout)) break;
+    }
+    idle_ = false;
+    first = false;
+
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(limits.max_header_bytes);
+    parser.body_limit(limits.max_body_bytes);
+    stream_->lowest().expires_after(limits.header_timeout);
+    auto [ec, n] = co_await http::async_read_header(*stream_, buffer_, parser, kUseTuple);
+    if (ec) {
+      if (ec == http::error::header_limit) {
+        co_await SendError(nullptr, ErrorKind::kHeadersTooLarge,
+                           "request headers exceed gateway.limits.max_header_bytes");
+        linger = true;
+      } else if (ec == http::error::body_limit) {
+        co_await SendError(nullptr, ErrorKind::kBodyTooLarge,
+                           "request body exceeds gateway.limits.max_body_bytes");
+        linger = true;
+      } else if (ec == beast::error::timeout) {
+        if (parser.got_some())
+          co_await SendError(nullptr, ErrorKind::kHeaderTimeout,
+                             "request headers not received within gateway.limits.header_timeout_ms");
+      } else if (ec.category() == http::error::get_http_category() &&
+                 ec != http::error::end_of_stream && ec != http::error::partial_message) {
+        co_await SendError(nullptr, ErrorKind::kBadRequest,
+                           std::string("malformed request: ") + ec.message());
+        linger = true;
+      }
+      break;
+    }
+    Request& head = parser.get();
+    // RFC 9112 §6.1: a request whose Transfer-Encoding does not end in
+    // "chunked" has no determinable length: a smuggling shape, refuse it.
+    if (head.count(http::field::transfer_encoding) != 0 && !parser.chunked()) {
+      co_await SendError(&head, ErrorKind::kBadRequest,
+                         "Transfer-Encoding other than chunked is not accepted");
+      linger = true;
+      break;
+    }
+    if (!parser.is_done()) {
+      if (beast::iequals(head[http::field::expect], "100-continue")) {
+        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        auto [wec, wn] = co_await net::async_write(*stream_, net::buffer(kContinue), kUseTuple);
+        if (wec) break;
+      }
+      stream_->lowest().expires_after(limits.idle_timeout);
+      auto [bec, bn] = co_await http::async_read(*stream_, buffer_, parser, kUseTuple);
+      if (bec) {
+        if (bec == http::error::body_limit) {
+          co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
+                             "request body exceeds gateway.limits.max_body_bytes");
+          linger = true;
+        } else if (bec.category() == http::error::get_http_category() &&
+                   bec != http::error::partial_message && bec != http::error::end_of_stream) {
+          co_await SendError(&parser.get(), ErrorKind::kBadRequest,
+                             std::string("malformed request body: ") + bec.message());
+          linger = true;
+        }
+        break;
+      }
+    }
+    stream_->lowest().expires_never();
+    Request req = parser.release();
+    worker_.metrics().bytes_in += req.body().size();
+    bool keep = co_await HandleRequest(*this, pinned, req);
+    if (!keep) break;
+  }
+  if (closed_) co_return;
+  if (linger) {
+    co_await LingeringClose();
+    co_return;
+  }
+  if (stream_->is_tls()) {
+    stream_->lowest().expires_after(kTlsShutdownTimeout);
+    co_await stream_->tls().async_shutdown(kUseTuple);
+  } else {
+    boost::system::error_code ec;
+    stream_->lowest().socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+  }
+}
+
+}  // namespace geogate::gateway

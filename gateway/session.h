@@ -1,0 +1,76 @@
+// One client connection: optional PROXY-protocol header, optional TLS
+// handshake, then HTTP/1.1 requests read with the limits and deadlines of
+// [gateway.limits], dispatched to the proxy or answered locally.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "gateway/openai_error.h"
+#include "gateway/stream.h"
+#include "gateway/worker.h"
+#include "routing/ip_addr.h"
+
+namespace geogate::gateway {
+
+namespace http = boost::beast::http;
+using Request = http::request<http::string_body>;
+
+/// Starts serving an accepted connection on the worker's io_context.
+void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec);
+
+class Session {
+ public:
+  Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  net::awaitable<void> Run();
+
+  // ---- used by the worker (drain) ----------------------------------------
+  /// True while waiting for the next request on a keep-alive connection.
+  bool idle() const { return idle_; }
+  /// Closes the socket; pending operations end with operation_aborted.
+  void Close();
+
+  // ---- used by the request handlers --------------------------------------
+  Worker& worker() { return worker_; }
+  Stream& stream() { return *stream_; }
+  beast::flat_buffer& buffer() { return buffer_; }
+  const routing::IpAddr& peer() const { return peer_; }
+  const std::optional<routing::IpAddr>& proxy_source() const { return proxy_source_; }
+  bool tls() const { return spec_.tls; }
+
+  /// Writes a complete response with a string body. Adds Connection: close
+  /// when `keep_alive` is false. @return false when the write failed.
+  net::awaitable<bool> Send(http::response<http::string_body>& res, bool keep_alive);
+  /// An OpenAI-shaped error response. @return whether the connection may
+  /// be kept open.
+  net::awaitable<bool> SendError(const Request* req, ErrorKind kind, std::string_view message,
+                                 std::string_view request_id = {}, int retry_after_s = -1);
+
+ private:
+  net::awaitable<bool> ReadProxyHeader();
+  net::awaitable<bool> Handshake();
+  net::awaitable<bool> WaitForData(health::Millis timeout);
+  net::awaitable<void> LingeringClose();
+
+  Worker& worker_;
+  ListenerSpec spec_;
+  routing::IpAddr peer_;
+  std::optional<routing::IpAddr> proxy_source_;
+  std::optional<Stream> stream_;
+  SslContextPtr tls_context_;  // keeps the context alive for this connection
+  beast::flat_buffer buffer_;
+  bool idle_ = true;
+  bool closed_ = false;
+};
+
+}  // namespace geogate::gateway

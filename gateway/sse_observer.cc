@@ -1,0 +1,166 @@
+#include "gateway/sse_observer.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+
+namespace geogate::gateway {
+
+namespace json = boost::json;
+
+namespace {
+
+// Finds the end of the next event in `buf` from `pos`: the index just past
+// its blank line ("\n\n" or "\r\n\r\n"), or npos.
+size_t EventEnd(std::string_view buf, size_t pos) {
+  for (size_t i = pos; i + 1 < buf.size(); ++i) {
+    if (buf[i] != '\n') continue;
+    if (buf[i + 1] == '\n') return i + 2;
+    if (buf[i + 1] == '\r' && i + 2 < buf.size() && buf[i + 2] == '\n') return i + 3;
+  }
+  return std::string_view::npos;
+}
+
+// The payload of the event's data lines (joined with '\n' per the SSE spec).
+std::string_view DataOf(std::string_view event, std::string& scratch) {
+  scratch.clear();
+  size_t lines = 0;
+  std::string_view single;
+  while (!event.empty()) {
+    size_t nl = event.find('\n');
+    std::string_view line = event.substr(0, nl);
+    event.remove_prefix(nl == std::string_view::npos ? event.size() : nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.starts_with("data:")) continue;
+    line.remove_prefix(5);
+    if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    if (lines == 0) {
+      single = line;
+    } else {
+      if (lines == 1) scratch.assign(single);
+      scratch += '\n';
+      scratch += line;
+    }
+    ++lines;
+  }
+  return lines > 1 ? std::string_view(scratch) : single;
+}
+
+}  // namespace
+
+void SseObserver::ParseUsage(std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(json::string_view(text.data(), text.size()), ec);
+  if (ec || !v.is_object()) return;
+  const json::value* usage = v.get_object().if_contains("usage");
+  if (usage == nullptr || !usage->is_object()) return;
+  const json::object& u = usage->get_object();
+  auto num = [&](const char* k) -> int64_t {
+    const json::value* x = u.if_contains(k);
+    if (x == nullptr) return -1;
+    if (x->is_int64()) return x->get_int64();
+    if (x->is_uint64()) return static_cast<int64_t>(x->get_uint64());
+    return -1;
+  };
+  int64_t p = num("prompt_tokens"), c = num("completion_tokens");
+  if (p >= 0) prompt_tokens_ = p;
+  if (c >= 0) completion_tokens_ = c;
+  usage_seen_ = usage_seen_ || p >= 0 || c >= 0;
+}
+
+bool SseObserver::OnEvent(std::string_view event, Clock::time_point now) {
+  std::string scratch;
+  std::string_view data = DataOf(event, scratch);
+  if (data.empty() || data == "[DONE]") return true;
+  bool has_usage = data.find("\"usage\"") != std::string_view::npos;
+  bool usage_only = false;
+  if (has_usage) {
+    bool before = usage_seen_;
+    ParseUsage(data);
+    // The usage-only chunk has an empty choices array.
+    usage_only = usage_seen_ && !before && data.find("\"choices\":[]") != std::string_view::npos;
+  }
+  if (!usage_only && (data.find("\"content\"") != std::string_view::npos ||
+                      data.find("\"text\"") != std::string_view::npos)) {
+    ++content_events_;
+    if (last_event_ != Clock::time_point{})
+      gaps_.push_back(std::chrono::duration<double>(now - last_event_).count());
+    last_event_ = now;
+  }
+  return !(usage_only && strip_usage_);
+}
+
+size_t SseObserver::ScanEvents(std::string_view buf, Clock::time_point now, std::string* out) {
+  size_t pos = 0;
+  for (;;) {
+    size_t end = EventEnd(buf, pos);
+    if (end == std::string_view::npos) return pos;
+    std::string_view event = buf.substr(pos, end - pos);
+    bool keep = OnEvent(event, now);
+    if (out != nullptr && keep) out->append(event);
+    pos = end;
+  }
+}
+
+std::string_view SseObserver::Filter(std::string_view data, Clock::time_point now) {
+  if (!sse_) {
+    if (!json_overflow_) {
+      if (json_body_.size() + data.size() > kMaxJsonBody) {
+        json_overflow_ = true;
+        json_body_.clear();
+      } else {
+        json_body_.append(data);
+      }
+    }
+    return data;
+  }
+  if (!strip_usage_) {
+    // Pass-through: send `data` untouched; scan a copy of any unfinished
+    // event joined with the new bytes.
+    if (tail_.empty()) {
+      size_t done = ScanEvents(data, now, nullptr);
+      if (done < data.size() && data.size() - done <= kMaxHeldBytes) tail_.assign(data.substr(done));
+    } else {
+      tail_.append(data);
+      size_t done = ScanEvents(tail_, now, nullptr);
+      tail_.erase(0, done);
+      if (tail_.size() > kMaxHeldBytes) tail_.clear();
+    }
+    return data;
+  }
+  // Stripping: complete events go out (minus the usage-only one); an
+  // unfinished event waits for its end.
+  out_.clear();
+  std::string_view buf = data;
+  if (!tail_.empty()) {
+    tail_.append(data);
+    buf = tail_;
+  }
+  size_t done = ScanEvents(buf, now, &out_);
+  std::string rest(buf.substr(done));
+  tail_ = std::move(rest);
+  if (tail_.size() > kMaxHeldBytes) {  // not SSE after all: stop holding
+    out_.append(tail_);
+    tail_.clear();
+    strip_usage_ = false;
+  }
+  return out_;
+}
+
+std::string_view SseObserver::Finish() {
+  if (!sse_) {
+    if (!json_overflow_ && !json_body_.empty()) ParseUsage(json_body_);
+    json_body_.clear();
+    return {};
+  }
+  out_.clear();
+  if (strip_usage_ && !tail_.empty()) {
+    out_.swap(tail_);
+    // A final event without its blank line still counts (and may be the
+    // usage-only chunk to drop).
+    if (!OnEvent(out_, Clock::now())) out_.clear();
+  }
+  tail_.clear();
+  return out_;
+}
+
+}  // namespace geogate::gateway

@@ -1,0 +1,127 @@
+#include "gateway/worker.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <random>
+
+#include "gateway/log.h"
+#include "gateway/session.h"
+
+namespace geogate::gateway {
+
+namespace {
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
+}  // namespace
+
+Worker::Worker(size_t id, ServerShared& shared)
+    : id_(id), shared_(shared), log_(shared.access_log), rng_state_(std::random_device{}()) {}
+
+Worker::~Worker() { Stop(); }
+
+uint64_t Worker::Random() {
+  // splitmix64: fast, good enough for spreading load, per worker (no sharing).
+  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void Worker::AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec) {
+  acceptors_.emplace_back(std::move(acceptor), spec);
+}
+
+void Worker::Start(RuntimeConstPtr runtime) {
+  runtime_ = std::make_shared<const RuntimeConstPtr>(std::move(runtime));
+  for (size_t i = 0; i < acceptors_.size(); ++i)
+    net::co_spawn(ioc_, AcceptLoop(i), net::detached);
+  ScheduleHousekeeping();
+  thread_ = std::thread([this] {
+    for (;;) {
+      try {
+        ioc_.run();
+        break;
+      } catch (const std::exception& e) {
+        // A bug escaped a handler: log it and keep serving the others.
+        LogError("worker", std::string("unhandled exception: ") + e.what());
+      }
+    }
+  });
+}
+
+void Worker::Publish(RuntimeConstPtr runtime) {
+  net::post(ioc_, [this, rt = std::move(runtime)]() mutable {
+    runtime_ = std::make_shared<const RuntimeConstPtr>(std::move(rt));
+  });
+}
+
+void Worker::StopAccepting() {
+  net::post(ioc_, [this] {
+    accepting_ = false;
+    boost::system::error_code ec;
+    for (auto& [acceptor, spec] : acceptors_) acceptor.close(ec);
+    // Idle keep-alive connections close now; busy ones after their response.
+    std::vector<Session*> idle;
+    for (Session* s : sessions_)
+      if (s->idle()) idle.push_back(s);
+    for (Session* s : idle) s->Close();
+  });
+}
+
+void Worker::CloseAll() {
+  net::post(ioc_, [this] {
+    std::vector<Session*> all(sessions_.begin(), sessions_.end());
+    for (Session* s : all) s->Close();
+  });
+}
+
+void Worker::Stop() {
+  if (!thread_.joinable()) return;
+  net::post(ioc_, [this] {
+    log_.Flush();
+    pool_.Clear();
+    ioc_.stop();
+  });
+  thread_.join();
+}
+
+void Worker::ScheduleHousekeeping() {
+  housekeeping_.expires_after(kHousekeepingInterval);
+  housekeeping_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    log_.Flush();
+    const Runtime& rt = **runtime_;
+    pool_.Sweep(std::chrono::steady_clock::now(), rt.config->gateway.upstream.pool_idle_timeout);
+    ScheduleHousekeeping();
+  });
+}
+
+net::awaitable<void> Worker::AcceptLoop(size_t index) {
+  auto& [acceptor, spec] = acceptors_[index];
+  net::steady_timer backoff(ioc_);
+  while (acceptor.is_open()) {
+    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) break;
+      // Out of file descriptors or similar: back off briefly, keep serving.
+      LogWarn("accept", ec.message());
+      backoff.expires_after(std::chrono::milliseconds(10));
+      co_await backoff.async_wait(kUseTuple);
+      continue;
+    }
+    const auto& limits = (*runtime_)->config->gateway.limits;
+    if (limits.max_connections != 0 &&
+        shared_.open_connections.load(std::memory_order_relaxed) >=
+            static_cast<int64_t>(limits.max_connections)) {
+      metrics_.connections_rejected++;
+      continue;  // closes the socket
+    }
+    SpawnSession(*this, std::move(socket), spec);
+  }
+}
+
+}  // namespace geogate::gateway

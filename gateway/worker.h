@@ -1,0 +1,89 @@
+// One worker = one thread running its own io_context, with its own
+// SO_REUSEPORT acceptor per listener, its own upstream pool, metrics and
+// access-log buffer. Nothing on the request path is shared with other
+// workers except the atomics in BackendState and ServerShared.
+#pragma once
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "absl/container/flat_hash_set.h"
+#include "gateway/access_log.h"
+#include "gateway/runtime.h"
+#include "gateway/server_shared.h"
+#include "gateway/upstream_pool.h"
+#include "gateway/worker_metrics.h"
+
+namespace geogate::gateway {
+
+class Session;
+
+/// A worker-local handle on the current Runtime. Requests copy this
+/// shared_ptr (a worker-local reference count) instead of the global one, so
+/// pinning a snapshot per request does not bounce a cache line between cores.
+using PinnedRuntime = std::shared_ptr<const RuntimeConstPtr>;
+
+struct ListenerSpec {
+  size_t index = 0;  // into the listener set the process started with
+  bool tls = false;
+  bool proxy_protocol = false;
+};
+
+class Worker {
+ public:
+  Worker(size_t id, ServerShared& shared);
+  ~Worker();
+
+  size_t id() const { return id_; }
+  net::io_context& ioc() { return ioc_; }
+  ServerShared& shared() { return shared_; }
+
+  /// Binds an SO_REUSEPORT acceptor (called on the main thread before Start).
+  void AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec);
+  void Start(RuntimeConstPtr runtime);
+  /// Thread-safe: new requests on this worker use `runtime`.
+  void Publish(RuntimeConstPtr runtime);
+  /// Thread-safe: stop accepting; close idle keep-alive connections; busy
+  /// ones close after their current response.
+  void StopAccepting();
+  /// Thread-safe: close every connection now (drain timeout reached).
+  void CloseAll();
+  /// Thread-safe: stop the loop (after drain) and join the thread.
+  void Stop();
+
+  // ---- worker thread only -------------------------------------------------
+  const PinnedRuntime& runtime() const { return runtime_; }
+  UpstreamPool& pool() { return pool_; }
+  WorkerMetrics& metrics() { return metrics_; }
+  AccessLogBuffer& access_log() { return log_; }
+  void Register(Session* s) { sessions_.insert(s); }
+  void Unregister(Session* s) { sessions_.erase(s); }
+  bool accepting() const { return accepting_; }
+  /// A cheap per-worker random number (selection, jitter).
+  uint64_t Random();
+
+ private:
+  net::awaitable<void> AcceptLoop(size_t acceptor_index);
+  void ScheduleHousekeeping();
+
+  size_t id_;
+  ServerShared& shared_;
+  net::io_context ioc_{1};
+  std::thread thread_;
+  std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
+  PinnedRuntime runtime_;
+  UpstreamPool pool_{ioc_};
+  WorkerMetrics metrics_;
+  AccessLogBuffer log_;
+  absl::flat_hash_set<Session*> sessions_;
+  net::steady_timer housekeeping_{ioc_};
+  bool accepting_ = true;
+  uint64_t rng_state_;
+};
+
+}  // namespace geogate::gateway

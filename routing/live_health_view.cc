@@ -1,0 +1,29 @@
+#include "routing/live_health_view.h"
+
+namespace geogate::routing {
+
+BackendObservation ObserveState(const health::BackendState& s, int64_t now_ns) {
+  BackendObservation o;
+  o.state = s.state.load(std::memory_order_relaxed);
+  o.ejected = !s.routable(now_ns) && o.state == health::HealthState::kHealthy;
+  int64_t rtt = s.rtt_ewma_us.load(std::memory_order_relaxed);
+  o.rtt_ms = rtt < 0 ? -1 : static_cast<double>(rtt) / 1000.0;
+  int64_t ttft = s.ttft_ewma_us.load(std::memory_order_relaxed);
+  o.ttft_ms = ttft < 0 ? -1 : static_cast<double>(ttft) / 1000.0;
+  int64_t at = s.ttft_at_ns.load(std::memory_order_relaxed);
+  o.ttft_age_ms = at == 0 ? 0 : static_cast<double>(now_ns - at) / 1e6;
+  o.inflight = s.inflight.load(std::memory_order_relaxed);
+  o.load = s.load();
+  int64_t since = s.since_ns.load(std::memory_order_relaxed);
+  o.since_healthy_ms = o.state == health::HealthState::kHealthy && since != 0
+                           ? static_cast<double>(now_ns - since) / 1e6
+                           : 0;
+  return o;
+}
+
+BackendObservation LiveHealthView::Observe(size_t backend) const {
+  if (backend >= states_.size() || !states_[backend]) return {};
+  return ObserveState(*states_[backend], now_ns_);
+}
+
+}  // namespace geogate::routing

@@ -1,0 +1,93 @@
+#include <catch2/catch.hpp>
+
+#include "gateway/access_log.h"
+#include "gateway/metrics.h"
+#include "gateway/worker_metrics.h"
+
+#include <boost/json/parse.hpp>
+
+using namespace geogate::gateway;
+
+TEST_CASE("counters merge across workers by label set", "[metrics]") {
+  WorkerMetrics a, b, merged;
+  a.upstream_errors.Add({"b1", "reset"});
+  a.upstream_errors.Add({"b1", "reset"});
+  b.upstream_errors.Add({"b1", "reset"}, 3);
+  b.upstream_errors.Add({"b2", "upstream_5xx"});
+  a.connections_accepted = 2;
+  b.connections_accepted = 5;
+  a.MergeInto(merged);
+  b.MergeInto(merged);
+  CHECK(merged.connections_accepted == 7);
+  auto& v = merged.upstream_errors.values();
+  REQUIRE(v.size() == 2);
+  CHECK(v.find(LabelView<2>{"b1", "reset"})->second == 5);
+  CHECK(v.find(LabelView<2>{"b2", "upstream_5xx"})->second == 1);
+}
+
+TEST_CASE("histograms bucket, sum and merge", "[metrics]") {
+  HistogramVec<1> h1(LatencyBuckets()), h2(LatencyBuckets()), m(LatencyBuckets());
+  h1.Observe({"b"}, 0.0005);
+  h1.Observe({"b"}, 0.2);
+  h2.Observe({"b"}, 1000);  // beyond the last bound: +Inf bucket
+  h1.MergeInto(m);
+  h2.MergeInto(m);
+  const HistogramData& d = m.values().find(LabelView<1>{"b"})->second;
+  CHECK(d.count == 3);
+  CHECK(d.sum == Approx(1000.2005));
+  CHECK(d.buckets.front() == 1);
+  CHECK(d.buckets.back() == 1);
+}
+
+TEST_CASE("Prometheus text: families, escaping, cumulative buckets", "[metrics]") {
+  PromWriter w;
+  CounterVec<1> c;
+  c.Add({"a\"b\\c\nd"}, 2);
+  w.Family("x_total", "counter", "help text");
+  w.Counter("x_total", std::array<const char*, 1>{"l"}, c);
+  HistogramVec<1> h(LatencyBuckets());
+  h.Observe({"b"}, 0.002);
+  h.Observe({"b"}, 0.002);
+  w.Family("y_seconds", "histogram", "h");
+  w.Histogram("y_seconds", std::array<const char*, 1>{"backend"}, h);
+  std::string t = w.Take();
+  CHECK(t.find("# HELP x_total help text\n# TYPE x_total counter\n") == 0);
+  CHECK(t.find("x_total{l=\"a\\\"b\\\\c\\nd\"} 2\n") != std::string::npos);
+  CHECK(t.find("y_seconds_bucket{backend=\"b\",le=\"0.001\"} 0\n") != std::string::npos);
+  CHECK(t.find("y_seconds_bucket{backend=\"b\",le=\"0.0025\"} 2\n") != std::string::npos);
+  CHECK(t.find("y_seconds_bucket{backend=\"b\",le=\"+Inf\"} 2\n") != std::string::npos);
+  CHECK(t.find("y_seconds_count{backend=\"b\"} 2\n") != std::string::npos);
+  CHECK(FormatValue(3) == "3");
+  CHECK(FormatValue(0.25) == "0.25");
+}
+
+TEST_CASE("access log lines are one valid JSON object each", "[accesslog]") {
+  AccessRecord r;
+  r.unix_ms = 1700000000123;
+  r.request_id = "rid";
+  r.client_ip = "203.0.113.7";
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.model = "m\"odel";
+  r.status = 200;
+  r.backend = "b1";
+  r.region = "eu-west";
+  r.ttft_ms = 12.5;
+  r.rule = "eu";
+  r.allowed = "eu-west,eu-central";
+  r.country = "DE";
+  r.prompt_tokens = 3;
+  r.completion_tokens = 5;
+  std::string line;
+  FormatAccessRecord(r, line);
+  REQUIRE(line.back() == '\n');
+  CHECK(std::count(line.begin(), line.end(), '\n') == 1);
+  auto v = boost::json::parse(line);
+  CHECK(v.at("ts").as_string() == "2023-11-14T22:13:20.123Z");
+  CHECK(v.at("model").as_string() == "m\"odel");
+  CHECK(v.at("status").as_int64() == 200);
+  CHECK(v.at("ttft_ms").as_double() == 12.5);
+  CHECK(v.at("residency").at("rule").as_string() == "eu");
+  CHECK(v.at("residency").at("allowed").as_string() == "eu-west,eu-central");
+  CHECK(v.at("completion_tokens").as_int64() == 5);
+}

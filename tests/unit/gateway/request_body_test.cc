@@ -1,0 +1,65 @@
+#include <catch2/catch.hpp>
+
+#include <boost/json/parse.hpp>
+
+#include "gateway/request_body.h"
+
+using namespace geogate::gateway;
+namespace json = boost::json;
+
+TEST_CASE("body facts: model, stream and include_usage", "[body]") {
+  auto b = RequestBody::Parse(
+      R"({"model":"llama-8b","stream":true,"stream_options":{"include_usage":true},"messages":[]})");
+  REQUIRE(b.facts().status == BodyFacts::Status::kOk);
+  CHECK(b.facts().model == "llama-8b");
+  CHECK(b.facts().stream);
+  CHECK(b.facts().include_usage);
+
+  auto plain = RequestBody::Parse(R"({"model":"m","messages":[{"role":"user","content":"x"}]})");
+  REQUIRE(plain.facts().status == BodyFacts::Status::kOk);
+  CHECK_FALSE(plain.facts().stream);
+  CHECK_FALSE(plain.facts().include_usage);
+}
+
+TEST_CASE("body facts: malformed bodies are classified", "[body]") {
+  CHECK(RequestBody::Parse("").facts().status == BodyFacts::Status::kInvalidJson);
+  CHECK(RequestBody::Parse("{\"model\":").facts().status == BodyFacts::Status::kInvalidJson);
+  CHECK(RequestBody::Parse("{\"model\":\"m\"} trailing").facts().status ==
+        BodyFacts::Status::kInvalidJson);
+  CHECK(RequestBody::Parse("[1,2]").facts().status == BodyFacts::Status::kNotObject);
+  CHECK(RequestBody::Parse("\"str\"").facts().status == BodyFacts::Status::kNotObject);
+  CHECK(RequestBody::Parse("{}").facts().status == BodyFacts::Status::kMissingModel);
+  CHECK(RequestBody::Parse(R"({"model":42})").facts().status == BodyFacts::Status::kMissingModel);
+  CHECK(RequestBody::Parse(R"({"model":""})").facts().status == BodyFacts::Status::kMissingModel);
+  // A non-boolean stream is treated as absent, not as an error.
+  CHECK_FALSE(RequestBody::Parse(R"({"model":"m","stream":"yes"})").facts().stream);
+}
+
+TEST_CASE("rewrite: nothing to change forwards the original bytes", "[body]") {
+  auto b = RequestBody::Parse(R"({"model":"m","stream":false})");
+  CHECK_FALSE(b.Rewrite("m", true).has_value());  // not streaming: no usage injection
+  auto s = RequestBody::Parse(
+      R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})");
+  CHECK_FALSE(s.Rewrite("m", true).has_value());  // the client asked already
+}
+
+TEST_CASE("rewrite: alias to canonical name and usage injection", "[body]") {
+  auto b = RequestBody::Parse(R"({"model":"llama-8b","stream":true,"temperature":0.5})");
+  auto out = b.Rewrite("llama-3.1-8b", true);
+  REQUIRE(out.has_value());
+  json::value v = json::parse(*out);
+  CHECK(v.at("model").as_string() == "llama-3.1-8b");
+  CHECK(v.at("stream_options").at("include_usage").as_bool());
+  CHECK(v.at("temperature").as_double() == 0.5);
+
+  auto no_usage = RequestBody::Parse(R"({"model":"llama-8b","stream":true})").Rewrite("llama-3.1-8b", false);
+  REQUIRE(no_usage.has_value());
+  CHECK_FALSE(json::parse(*no_usage).as_object().contains("stream_options"));
+
+  // An existing stream_options object keeps its other members.
+  auto keep = RequestBody::Parse(R"({"model":"m","stream":true,"stream_options":{"x":1}})").Rewrite("m", true);
+  REQUIRE(keep.has_value());
+  json::value kv = json::parse(*keep);
+  CHECK(kv.at("stream_options").at("x").as_int64() == 1);
+  CHECK(kv.at("stream_options").at("include_usage").as_bool());
+}
