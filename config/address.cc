@@ -129,7 +129,13 @@ absl::StatusOr<Cidr> ParseCidr(std::string_view text) {
 }
 
 absl::StatusOr<BackendUrl> ParseBackendUrl(std::string_view text) {
-  auto parsed = boost::urls::parse_absolute_uri(boost::urls::string_view(text.data(), text.size()));
+  if (text.find("://") == std::string_view::npos) {
+    return Invalid(absl::StrCat("'", std::string(text),
+                                "' is not a URL: it needs a scheme, http:// or https://"));
+  }
+  // parse_uri rather than parse_absolute_uri: the latter refuses fragments
+  // outright, and a clear "no fragment" beats a grammar error.
+  auto parsed = boost::urls::parse_uri(boost::urls::string_view(text.data(), text.size()));
   if (!parsed) {
     return Invalid(absl::StrCat("'", std::string(text), "' is not a valid URL (",
                                 parsed.error().message(), ")"));

@@ -2,14 +2,15 @@
 // immutable Snapshot, with every problem collected on the way.
 #include "config/loader.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "config/diagnostics.h"
@@ -35,6 +36,32 @@ std::string Sha256Hex(std::string_view bytes) {
     out.push_back(kHex[md[i] & 0xf]);
   }
   return out;
+}
+
+/// Reads all of `path` into `out`; returns "" or what went wrong. Plain POSIX
+/// reads: iostreams throw from inside iterators on some errors (EISDIR).
+std::string ReadWholeFile(const std::string& path, std::string& out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::strerror(errno);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return std::strerror(EISDIR);
+  }
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int saved = errno;
+      ::close(fd);
+      return std::strerror(saved);
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return "";
 }
 
 LoadResult Load(std::string_view text, const std::string& display_name, std::string source_path,
@@ -102,19 +129,10 @@ EnvLookup ProcessEnv() {
 }
 
 LoadResult LoadFile(const std::string& path, const EnvLookup& env) {
-  std::ifstream in(path, std::ios::binary);
   std::string text;
-  if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (!in && !in.eof()) {
+  if (std::string problem = ReadWholeFile(path, text); !problem.empty()) {
     LoadResult result;
-    result.errors.push_back(
-        ConfigError{path, 0, 0, absl::StrCat("cannot read config file: ", std::strerror(errno))});
-    return result;
-  }
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    LoadResult result;
-    result.errors.push_back(ConfigError{path, 0, 0, "cannot read config file: is a directory"});
+    result.errors.push_back(ConfigError{path, 0, 0, "cannot read config file: " + problem});
     return result;
   }
   fs::path absolute = fs::absolute(path).lexically_normal();

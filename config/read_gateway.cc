@@ -72,6 +72,7 @@ void ReadAdmin(TableReader& gw, ReadContext& ctx, Draft& d) {
           ctx.diag.Error(address->pos, absl::StrCat("admin address '", a.address,
                                                     "' is also the listener at line ",
                                                     d.listener_address[i].line));
+          break;
         }
       }
     }

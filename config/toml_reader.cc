@@ -1,6 +1,7 @@
 #include "config/toml_reader.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -28,19 +29,32 @@ std::string NumberRange(double min, double max, bool min_exclusive) {
   return unbounded ? absl::StrCat("at least ", min) : absl::StrCat("between ", min, " and ", max);
 }
 
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+// Optimal-string-alignment distance over lower-cased text: insertions,
+// deletions, substitutions and swaps of neighbours ("kye" -> "key") cost 1,
+// and case differences cost nothing ("EU" -> "eu").
+size_t EditDistance(std::string_view a_in, std::string_view b_in) {
+  auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  std::string a = lower(a_in), b = lower(b_in);
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
   for (size_t j = 0; j <= b.size(); ++j)
-    prev[j] = j;
+    d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
     }
-    std::swap(prev, cur);
   }
-  return prev[b.size()];
+  return d[a.size()][b.size()];
 }
 
 }  // namespace
@@ -93,8 +107,10 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string>& 
   }
   // A typo is a few edits; anything further is a different word, and
   // suggesting it would only confuse.
-  size_t allowed = std::clamp<size_t>(std::max(word.size(), best.size()) / 3, 1, 3);
-  if (best.empty() || best_distance > allowed) return "";
+  // (and never suggest by replacing every character: 'q' is not a typo of 'r').
+  size_t longest = std::max(word.size(), best.size());
+  size_t allowed = std::clamp<size_t>(longest / 3, 1, 3);
+  if (best.empty() || best_distance > allowed || best_distance >= longest) return "";
   return best;
 }
 

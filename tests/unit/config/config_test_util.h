@@ -92,15 +92,15 @@ inline bool HasWarning(const LoadResult& r, std::string_view text) {
 }
 
 /// Expects exactly one error, at line:column, containing `text`.
-#define REQUIRE_ONLY_ERROR(result, line, column, text)                 \
-  do {                                                                 \
-    const auto& r_ = (result);                                         \
-    INFO(::geogate::config::testing::Describe(r_));                    \
-    REQUIRE_FALSE(r_.ok());                                            \
-    REQUIRE(r_.errors.size() == 1);                                    \
-    CHECK(r_.errors[0].line == (line));                                \
-    CHECK(r_.errors[0].column == (column));                            \
-    CHECK_THAT(r_.errors[0].message, Catch::Matchers::Contains(text)); \
+#define REQUIRE_ONLY_ERROR(result, want_line, want_column, want_text)       \
+  do {                                                                      \
+    const auto& r_ = (result);                                              \
+    INFO(::geogate::config::testing::Describe(r_));                         \
+    REQUIRE_FALSE(r_.ok());                                                 \
+    REQUIRE(r_.errors.size() == 1);                                         \
+    CHECK(r_.errors[0].line == (want_line));                                \
+    CHECK(r_.errors[0].column == (want_column));                            \
+    CHECK_THAT(r_.errors[0].message, Catch::Matchers::Contains(want_text)); \
   } while (0)
 
 }  // namespace geogate::config::testing
