@@ -19,7 +19,8 @@ class RegionSet {
 
   static RegionSet All(size_t n) {
     RegionSet s(n);
-    for (size_t i = 0; i < n; ++i) s.insert(i);
+    for (size_t i = 0; i < n; ++i)
+      s.insert(i);
     return s;
   }
 
@@ -27,9 +28,7 @@ class RegionSet {
     if (i >= size_) resize(i + 1);
     words_[i / 64] |= uint64_t{1} << (i % 64);
   }
-  bool contains(size_t i) const {
-    return i < size_ && (words_[i / 64] >> (i % 64) & 1) != 0;
-  }
+  bool contains(size_t i) const { return i < size_ && (words_[i / 64] >> (i % 64) & 1) != 0; }
   bool empty() const {
     for (uint64_t w : words_)
       if (w != 0) return false;
@@ -37,7 +36,8 @@ class RegionSet {
   }
   size_t count() const {
     size_t c = 0;
-    for (uint64_t w : words_) c += static_cast<size_t>(std::popcount(w));
+    for (uint64_t w : words_)
+      c += static_cast<size_t>(std::popcount(w));
     return c;
   }
   /// Number of regions this set can describe (the snapshot's region count).
@@ -54,7 +54,8 @@ class RegionSet {
   }
   void unite(const RegionSet& o) {
     if (o.size_ > size_) resize(o.size_);
-    for (size_t i = 0; i < o.words_.size(); ++i) words_[i] |= o.words_[i];
+    for (size_t i = 0; i < o.words_.size(); ++i)
+      words_[i] |= o.words_[i];
   }
   std::vector<size_t> members() const {
     std::vector<size_t> out;

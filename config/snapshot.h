@@ -86,8 +86,8 @@ struct Gateway {
   Admin admin;
   Limits limits;
   Upstream upstream;
-  std::string access_log = "-";    // "-" stdout, "" off, else a file path (absolute)
-  bool residency_header = false;   // add x-geogate-residency-rule to responses
+  std::string access_log = "-";   // "-" stdout, "" off, else a file path (absolute)
+  bool residency_header = false;  // add x-geogate-residency-rule to responses
 };
 
 enum class ClientIpSource : uint8_t { kPeer, kXForwardedFor, kProxyProtocol };
@@ -112,13 +112,14 @@ struct Health {
   Millis timeout{200};
   uint32_t unhealthy_threshold = 2;
   uint32_t healthy_threshold = 2;
-  Millis changing_interval{50};      // probe interval while a backend is changing state
-  uint32_t jitter_percent = 10;      // +- share of the interval added to each wait
+  Millis changing_interval{50};  // probe interval while a backend is changing state
+  uint32_t jitter_percent = 10;  // +- share of the interval added to each wait
   uint32_t outlier_consecutive_failures = 3;
   Millis outlier_base_ejection{5000};
   Millis outlier_max_ejection{300000};
   uint32_t max_ejection_percent = 50;  // of a pool (region x model); never crosses residency
-  std::string load_report = "auto";    // "auto" (JSON body of the probe) | "off" | a path like "/metrics"
+  std::string load_report =
+      "auto";  // "auto" (JSON body of the probe) | "off" | a path like "/metrics"
 };
 
 struct Routing {
@@ -126,8 +127,8 @@ struct Routing {
   Millis tie{2};
   Millis prior_ttft{50};
   Millis queue_timeout{0};
-  double ewma_alpha = 0.3;       // weight of a new sample in RTT/TTFT EWMAs
-  Millis sample_stale{10000};    // a TTFT EWMA older than this decays back to the prior
+  double ewma_alpha = 0.3;     // weight of a new sample in RTT/TTFT EWMAs
+  Millis sample_stale{10000};  // a TTFT EWMA older than this decays back to the prior
 };
 
 struct Region {
@@ -143,11 +144,11 @@ struct Backend {
   std::string name;
   std::string region;  // as written
   size_t region_index = 0;
-  std::string url;     // as written
-  bool tls = false;    // https://
-  std::string host;    // for connect, Host and SNI
+  std::string url;   // as written
+  bool tls = false;  // https://
+  std::string host;  // for connect, Host and SNI; IPv6 literals without brackets
   uint16_t port = 0;
-  std::string base_path;  // path prefix of the URL without trailing '/', usually ""
+  std::string base_path;            // path prefix of the URL without trailing '/', usually ""
   std::vector<std::string> models;  // canonical names this backend serves
   std::string gpu;
   std::string provider;
@@ -184,6 +185,7 @@ struct ResidencyRule {
 struct Tenant {
   std::string name;
   std::vector<std::array<uint8_t, 32>> api_key_sha256;
+  std::string residency;                 // as written; empty = not forced
   std::optional<size_t> residency_rule;  // forced rule index
   bool allow_spot = false;
   double requests_per_second = 0;  // 0 = unlimited
