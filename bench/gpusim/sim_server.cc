@@ -381,10 +381,16 @@ asio::awaitable<bool> Session<Stream>::serve(Request& req, RequestLog& log) {
   const Tunables t = ctx_.tunables.snapshot();
   const bool get = req.method() == http::verb::get;
   const bool post = req.method() == http::verb::post;
+  // Arguments of the coroutine calls below are named locals, never braced
+  // temporaries or conditional co_awaits: GCC 12 can destroy such
+  // temporaries twice across a suspension.
   const ApiError method_not_allowed{405, "invalid_request_error", "method_not_allowed",
                                     "method not allowed on " + std::string(path)};
   const ApiError simulated_500{500, "server_error", "internal_error",
                                "simulated failure (gpusim mode error500)"};
+  const ApiError not_found{404, "invalid_request_error", "not_found",
+                           "no such path: " + std::string(path)};
+  const auto& limiter = ctx_.limiter;
 
   bool keep = false;
   if (health || path == "/v1/models") {
@@ -392,23 +398,23 @@ asio::awaitable<bool> Session<Stream>::serve(Request& req, RequestLog& log) {
       keep = co_await respond_error(method_not_allowed, log, &t);
     } else if (t.mode == Mode::kError500) {
       keep = co_await respond_error(simulated_500, log, &t);
-    } else if (health) {
-      const auto& l = ctx_.limiter;
-      keep = co_await respond(200,
-                              ctx_.responses.health_body(l.running(), l.waiting(), l.utilization()),
-                              "application/json", log, &t);
     } else {
-      keep = co_await respond(200, ctx_.responses.models_body(), "application/json", log, &t);
+      std::string body = health ? ctx_.responses.health_body(limiter.running(), limiter.waiting(),
+                                                             limiter.utilization())
+                                : ctx_.responses.models_body();
+      keep = co_await respond(200, std::move(body), "application/json", log, &t);
     }
   } else if (path == "/metrics") {
-    const auto& l = ctx_.limiter;
-    keep = get ? co_await respond(
-                     200,
-                     ctx_.responses.metrics_body(l.running(), l.waiting(), l.utilization(),
-                                                 ctx_.stats.sum(&StatsShard::prompt_tokens),
-                                                 ctx_.stats.sum(&StatsShard::tokens_generated)),
-                     "text/plain; version=0.0.4; charset=utf-8", log, &t)
-               : co_await respond_error(method_not_allowed, log, &t);
+    if (!get) {
+      keep = co_await respond_error(method_not_allowed, log, &t);
+    } else {
+      std::string body =
+          ctx_.responses.metrics_body(limiter.running(), limiter.waiting(), limiter.utilization(),
+                                      ctx_.stats.sum(&StatsShard::prompt_tokens),
+                                      ctx_.stats.sum(&StatsShard::tokens_generated));
+      keep = co_await respond(200, std::move(body), "text/plain; version=0.0.4; charset=utf-8", log,
+                              &t);
+    }
   } else if (path == "/v1/chat/completions" || path == "/v1/completions" ||
              path == "/v1/embeddings") {
     const Endpoint endpoint = path == "/v1/chat/completions" ? Endpoint::kChat
@@ -422,8 +428,7 @@ asio::awaitable<bool> Session<Stream>::serve(Request& req, RequestLog& log) {
       keep = co_await serve_generation(endpoint, req, t, log);
     }
   } else {
-    keep = co_await respond_error(
-        {404, "invalid_request_error", "not_found", "no such path: " + std::string(path)}, log, &t);
+    keep = co_await respond_error(not_found, log, &t);
   }
   if (ctx_.options.log_requests) write_log(log);
   co_return keep;
@@ -447,10 +452,12 @@ asio::awaitable<bool> Session<Stream>::serve_generation(Endpoint endpoint, Reque
   ConcurrencyLimiter::WaiterPtr waiter;
   if (ctx_.limiter.admit(tcp().get_executor(), waiter) ==
       ConcurrencyLimiter::Admission::kRejected) {
-    co_return co_await respond_error(
-        {429, "rate_limit_error", "queue_full", "the simulated GPU queue is full"}, log, nullptr);
+    const ApiError queue_full{429, "rate_limit_error", "queue_full",
+                              "the simulated GPU queue is full"};
+    co_return co_await respond_error(queue_full, log, nullptr);
   }
-  const Outcome outcome = co_await watched(generate(g, t, std::move(waiter), log));
+  asio::awaitable<Outcome> work = generate(g, t, std::move(waiter), log);
+  const Outcome outcome = co_await watched(std::move(work));
   if (outcome == Outcome::kCompleted) co_return keep_alive_;
   log.outcome = outcome == Outcome::kReset ? "reset" : "client_gone";
   if (g.stream && log.status == 200) {
@@ -668,7 +675,8 @@ asio::awaitable<bool> Session<Stream>::write_response(unsigned status, std::stri
 template <class Stream>
 asio::awaitable<bool> Session<Stream>::respond_error(const ApiError& error, RequestLog& log,
                                                      const Tunables* t) {
-  co_return co_await respond(error.status, error_body(error), "application/json", log, t);
+  std::string body = error_body(error);
+  co_return co_await respond(error.status, std::move(body), "application/json", log, t);
 }
 
 // die_after: abort with a TCP RST (SO_LINGER 0, then close).
