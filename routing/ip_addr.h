@@ -19,7 +19,7 @@ struct IpAddr {
   static IpAddr FromV4(uint32_t host_order);
   static IpAddr FromV6(const std::array<uint8_t, 16>& b);  // normalises v4-mapped
 
-  bool is_v4() const;   // true for the IPv4-mapped form
+  bool is_v4() const;  // true for the IPv4-mapped form
   uint32_t v4() const;  // host order; only when is_v4()
   /// "1.2.3.4" for v4, RFC 5952 text for v6.
   std::string ToString() const;

@@ -13,8 +13,8 @@
 namespace geogate::routing {
 
 struct ProxyHeader {
-  size_t consumed = 0;  // bytes of the header, to drop from the stream
-  bool local = false;   // v2 LOCAL command or v1 UNKNOWN: use the peer address
+  size_t consumed = 0;        // bytes of the header, to drop from the stream
+  bool local = false;         // v2 LOCAL command or v1 UNKNOWN: use the peer address
   std::optional<IpAddr> source;
   uint16_t source_port = 0;
   std::optional<IpAddr> destination;
