@@ -3,6 +3,7 @@
 // the configurable field paths of [geo] (DESIGN.md §5).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "routing/geo_resolver.h"
 
 struct MMDB_s;
+struct MMDB_entry_s;
 
 namespace geogate::routing {
 
@@ -55,7 +57,10 @@ class MmdbGeoResolver final : public GeoResolver {
     /// False when `dotted` has an empty component ("a..b", ".a").
     bool Set(std::string_view dotted);
     bool empty() const { return parts_.empty(); }
-    const char* const* argv() const { return argv_.data(); }
+    size_t size() const { return parts_.size(); }
+    const std::string& part(size_t i) const { return parts_[i]; }
+    /// The path from component `from` on.
+    const char* const* argv(size_t from = 0) const { return argv_.data() + from; }
     const std::string& text() const { return text_; }
 
    private:
@@ -67,14 +72,20 @@ class MmdbGeoResolver final : public GeoResolver {
   explicit MmdbGeoResolver(std::unique_ptr<MMDB_s, MmdbCloser> db, std::string path);
   absl::Status SetFields(const config::Geo& fields);
   absl::Status CheckRecords() const;
+  /// The configured fields of one record, continent derived when absent.
+  GeoInfo Decode(const MMDB_entry_s& entry) const;
 
   std::unique_ptr<MMDB_s, MmdbCloser> db_;
+  uint64_t id_;  // unique per instance, never reused: keys the record cache
   GeoDbInfo info_;
   FieldPath country_;
   FieldPath continent_;
   FieldPath subdivision_;
   FieldPath latitude_;
   FieldPath longitude_;
+  /// The map holding both latitude and longitude ("location"), when their
+  /// paths share one: looked up once, then both are read inside it.
+  FieldPath location_;
 };
 
 }  // namespace geogate::routing

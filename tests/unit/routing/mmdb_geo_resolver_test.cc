@@ -337,3 +337,27 @@ TEST_CASE("mmdb: lookups are thread-safe", "[mmdb]") {
     th.join();
   CHECK(mismatches == std::vector<int>(4, 0));
 }
+
+TEST_CASE("mmdb: answers of differently configured resolvers never mix", "[mmdb]") {
+  // Same file, same record offsets: the per-thread record cache must keep
+  // each resolver's (and each reload's) answers apart.
+  auto full = OpenOrFail(kCity, Geo{});
+  Geo bare_fields;
+  bare_fields.subdivision_field = "";
+  bare_fields.latitude_field = "";
+  auto bare = OpenOrFail(kCity, bare_fields);
+  for (int round = 0; round < 3; ++round) {
+    for (const Want& w : kPlaced) {
+      INFO(w.ip);
+      CHECK(std::string(full->Lookup(Ip(w.ip)).subdivision) == w.subdivision);
+      GeoInfo b = bare->Lookup(Ip(w.ip));
+      CHECK(std::string(b.country) == w.country);
+      CHECK(std::string(b.subdivision).empty());
+      CHECK_FALSE(b.has_location);
+    }
+  }
+  // A reopened database is a new resolver, even at the same address.
+  full.reset();
+  auto again = OpenOrFail(kCity, bare_fields);
+  CHECK(std::string(again->Lookup(Ip("192.0.2.1")).subdivision).empty());
+}
