@@ -273,7 +273,10 @@ net::awaitable<bool> ProxyCall::Run() {
   auto deadline = ctx_.start + up_cfg_.retry_deadline;
   AttemptResult last;
   size_t max_attempts = std::min<size_t>(up_cfg_.max_attempts, decision.plan.size());
-  std::optional<health::RetryBudget::Retry> retry_token;
+  // Active requests size the retry budget; a retry holds a slot until done.
+  health::RetryBudget::RequestGuard budget_request;
+  health::RetryBudget::RetryGuard retry_slot;
+  if (shared_.retry_budget != nullptr) budget_request = shared_.retry_budget->startRequest();
   for (size_t i = 0; i < max_attempts; ++i) {
     if (Clock::now() >= deadline) break;
     size_t backend = decision.plan[i];
@@ -281,8 +284,8 @@ net::awaitable<bool> ProxyCall::Run() {
       // A retry: counted against the process-wide budget so a region-wide
       // failure does not multiply the load on what is left.
       if (shared_.retry_budget != nullptr) {
-        retry_token = shared_.retry_budget->TryRetry();
-        if (!*retry_token) {
+        retry_slot = shared_.retry_budget->tryRetry();
+        if (!retry_slot) {
           worker_.metrics().retry_budget_exhausted++;
           break;
         }

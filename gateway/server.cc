@@ -286,6 +286,7 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
   }
   for (const auto& w : out.warnings) LogWarn("reload", w);
   Publish(*rt);
+  retry_budget_->configure(loaded.snapshot->gateway.upstream);
   if (access_log_) access_log_->Reopen();
   reloads_ok_++;
   last_reload_ok_unix_ = absl::ToUnixSeconds(absl::Now());
