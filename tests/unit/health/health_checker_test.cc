@@ -238,7 +238,7 @@ TEST_CASE("checker: first probes are spread over the interval", "[health][checke
   CHECK(hi >= Millis(80));
 }
 
-TEST_CASE("checker: markUnhealthy is immediate; the way back is healthy_threshold probes",
+TEST_CASE("checker: markUnhealthy is immediate and the way back is healthy_threshold probes",
           "[health][checker]") {
   CheckerRig rig;
   rig.load(MakeSnapshot({MakeBackend("a", 0)}));
@@ -263,7 +263,7 @@ TEST_CASE("checker: markUnhealthy is immediate; the way back is healthy_threshol
   CHECK_FALSE(rig.checker.markUnhealthy(stranger, FailureReason::kConnectRefused));
 }
 
-TEST_CASE("checker: update adds, keeps and removes sessions by state key", "[health][checker]") {
+TEST_CASE("checker: update adds and keeps and removes sessions by state key", "[health][checker]") {
   CheckerRig rig;
   rig.load(MakeSnapshot({MakeBackend("a", 0), MakeBackend("b", 0, 2)}));
   rig.time.advance(Millis(200));

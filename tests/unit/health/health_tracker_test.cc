@@ -80,7 +80,8 @@ TEST_CASE("tracker: a hard failure of an unknown backend is a verdict", "[health
   CHECK(t.state() == HealthState::kUnhealthy);
 }
 
-TEST_CASE("tracker: thresholds of 0 behave as 1; reload keeps the verdict", "[health][tracker]") {
+TEST_CASE("tracker: thresholds of 0 behave as 1 and a reload keeps the verdict",
+          "[health][tracker]") {
   HealthTracker t(0, 0);
   t.observe(true);
   CHECK(t.observe(false) == Transition::kChanged);

@@ -10,7 +10,7 @@ using geogate::health::InitialDelay;
 using geogate::health::JitteredInterval;
 using geogate::health::Millis;
 
-TEST_CASE("jitter: initial delay is uniform-ish in [0, interval)", "[health][jitter]") {
+TEST_CASE("jitter: initial delay is uniform-ish from 0 to below the interval", "[health][jitter]") {
   std::mt19937_64 rng(42);
   const Millis interval(100);
   int buckets[10] = {};
@@ -49,13 +49,13 @@ TEST_CASE("jitter: interval stays within +-jitter_percent", "[health][jitter]") 
   }
 }
 
-TEST_CASE("jitter: never zero, so a zero interval cannot spin", "[health][jitter]") {
+TEST_CASE("jitter: never zero so a zero interval cannot spin", "[health][jitter]") {
   CHECK(JitteredInterval(Millis(0), 10, 99) == Millis(1));
   CHECK(JitteredInterval(Millis(-5), 10, 99) == Millis(1));
   CHECK(JitteredInterval(Millis(1), 100, 0) == Millis(1));
 }
 
-TEST_CASE("ewma: first sample is taken as is, then weighted by alpha", "[health][ewma]") {
+TEST_CASE("ewma: first sample is taken as is and then weighted by alpha", "[health][ewma]") {
   using geogate::health::EwmaNext;
   CHECK(EwmaNext(-1, 10000, 0.3) == 10000);
   CHECK(EwmaNext(10000, 20000, 0.3) == 13000);

@@ -55,7 +55,7 @@ TEST_CASE("simulated time: timers armed by callbacks fire within the advance",
   CHECK(ticks == std::vector<Millis>{Millis(10), Millis(20), Millis(30), Millis(40)});
 }
 
-TEST_CASE("simulated time: disable, re-arm, destroy, setMonotonic", "[health][simtime]") {
+TEST_CASE("simulated time: disable and re-arm and destroy and setMonotonic", "[health][simtime]") {
   SimulatedTime time;
   int fired = 0;
   TimerPtr t = time.create([&] { ++fired; });
