@@ -56,7 +56,11 @@ class BackendState {
   std::atomic<FailureReason> reason{FailureReason::kNone};
   std::atomic<int64_t> since_ns{0};           // monotonic ns of the last state change
   std::atomic<int64_t> rtt_ewma_us{-1};       // probe round trip; -1 = no sample yet
-  std::atomic<int64_t> ejected_until_ns{0};   // 0 = not ejected
+  /// 0 = not ejected. Otherwise the monotonic ns at which the outlier
+  /// ejection expires; it stays set after that time until a probe started at
+  /// or after it succeeds (see health/outlier_detector.h), so any non-zero
+  /// value means "out of rotation".
+  std::atomic<int64_t> ejected_until_ns{0};
   std::atomic<uint32_t> ejections{0};         // lifetime count
   std::atomic<uint32_t> probe_failures{0};    // consecutive failed probes
   std::atomic<int64_t> load_at_ns{0};
@@ -70,11 +74,14 @@ class BackendState {
   std::atomic<int64_t> ttft_ewma_us{-1};          // -1 = no sample yet
   std::atomic<int64_t> ttft_at_ns{0};             // when the last TTFT sample arrived
 
-  /// Routable = healthy now and not ejected at `now_ns`.
-  bool routable(int64_t now_ns) const {
-    return state.load(std::memory_order_relaxed) == HealthState::kHealthy &&
-           ejected_until_ns.load(std::memory_order_relaxed) <= now_ns;
+  /// Routable = healthy now and not ejected. `now_ns` is not needed: an
+  /// ejection ends only when the health thread clears ejected_until_ns after
+  /// a good probe past the expiry, never by the clock alone.
+  bool routable([[maybe_unused]] int64_t now_ns) const {
+    return state.load(std::memory_order_relaxed) == HealthState::kHealthy && !ejected();
   }
+  /// Out of rotation by outlier detection (expired-but-unconfirmed included).
+  bool ejected() const { return ejected_until_ns.load(std::memory_order_relaxed) != 0; }
   LoadReport load() const {
     return {load_at_ns.load(std::memory_order_relaxed),
             load_queue_depth.load(std::memory_order_relaxed),
