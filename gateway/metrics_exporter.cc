@@ -94,7 +94,7 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Family("geogate_backend_ejected", "gauge", "1 while outlier detection keeps the backend out.");
   for (size_t i = 0; i < cfg.backends.size(); ++i)
     w.Sample("geogate_backend_ejected", {{"backend", cfg.backends[i].name}},
-             rt.backends[i]->ejected_until_ns.load() > now ? 1 : 0);
+             rt.backends[i]->ejected() ? 1 : 0);
   w.Family("geogate_backend_rtt_seconds", "gauge", "Probe round-trip time EWMA per backend.");
   w.Family("geogate_backend_ttft_ewma_seconds", "gauge", "Observed time-to-first-token EWMA.");
   w.Family("geogate_backend_expected_ttft_seconds", "gauge",

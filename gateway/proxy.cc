@@ -136,7 +136,7 @@ struct AttemptResult {
 
 FailureReason ClassifyExchangeError(const boost::system::error_code& ec) {
   if (ec == beast::error::timeout) return FailureReason::kFirstTokenTimeout;
-  if (ec.category() == http::error::get_http_category() && ec != http::error::end_of_stream &&
+  if (ec.category() == http::make_error_code(http::error::bad_method).category() && ec != http::error::end_of_stream &&
       ec != http::error::partial_message)
     return FailureReason::kProtocolError;
   return FailureReason::kReset;
@@ -523,7 +523,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   if (chunked) {
     std::string_view rest = observer.Finish();
     std::string tail;
-    if (!rest.empty()) tail = absl::StrCat(absl::Hex(rest.size()), "\r\n", rest, "\r\n");
+    if (!rest.empty())
+      tail = absl::StrCat(absl::Hex(rest.size()), "\r\n", absl::string_view(rest.data(), rest.size()), "\r\n");
     tail += "0\r\n\r\n";
     client.lowest().expires_after(up_cfg_.stream_idle_timeout);
     auto [ec, n] = co_await net::async_write(client, net::buffer(tail), kUseTuple);

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/socket_base.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -16,6 +17,7 @@
 #include "gateway/log.h"
 #include "gateway/metrics_exporter.h"
 #include "gateway/openai_error.h"
+#include "gateway/strings.h"
 #include "routing/decide.h"
 #include "routing/live_health_view.h"
 #include "routing/mmdb_geo_resolver.h"
@@ -195,7 +197,7 @@ int Server::Run() {
 
   auto rt = BuildRuntime(started_with_, nullptr, true);
   if (!rt.ok()) {
-    LogError("startup", rt.status().message());
+    LogError("startup", ToStd(rt.status().message()));
     return 1;
   }
   current_ = *rt;
@@ -203,12 +205,12 @@ int Server::Run() {
   size_t n = WorkerCount(cfg);
   for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, shared_));
   if (auto st = StartListeners(); !st.ok()) {
-    LogError("startup", st.message());
+    LogError("startup", ToStd(st.message()));
     return 1;
   }
   admin_ = std::make_unique<AdminServer>(main_ioc_, *this);
   if (auto st = admin_->Start(cfg.gateway.admin.host, cfg.gateway.admin.port); !st.ok()) {
-    LogError("startup", st.message());
+    LogError("startup", ToStd(st.message()));
     return 1;
   }
   std::printf("admin on %s\n", HostPort(cfg.gateway.admin.host, admin_->port()).c_str());
@@ -270,7 +272,7 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
       LogError("reload", e.ToString());
     }
     reloads_failed_++;
-    LogWarn("reload", absl::StrCat("reload (", trigger, ") rejected: ", loaded.errors.size(),
+    LogWarn("reload", absl::StrCat("reload (", ToAbsl(trigger), ") rejected: ", loaded.errors.size(),
                                    " error(s); the running configuration keeps serving"));
     return out;
   }
@@ -292,7 +294,7 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
   last_reload_ok_unix_ = absl::ToUnixSeconds(absl::Now());
   out.ok = true;
   out.generation = (*rt)->generation;
-  LogInfo("reload", absl::StrCat("reload (", trigger, ") applied: generation ", out.generation,
+  LogInfo("reload", absl::StrCat("reload (", ToAbsl(trigger), ") applied: generation ", out.generation,
                                  ", ", loaded.snapshot->backends.size(), " backends, hash ",
                                  loaded.snapshot->hash.substr(0, 12)));
   return out;
@@ -310,9 +312,10 @@ void Server::BeginDrain(std::string_view trigger) {
   if (shared_.draining.exchange(true)) return;
   drain_started_ = std::chrono::steady_clock::now();
   const auto& up = current_->config->gateway.upstream;
-  LogInfo("drain", absl::StrCat("drain started by ", trigger, ": /readyz is 503; listeners close in ",
-                                up.drain_delay.count(), " ms; in-flight requests get up to ",
-                                up.drain_timeout.count(), " ms"));
+  LogInfo("drain", absl::StrCat("drain started by ", ToAbsl(trigger), ": /readyz is 503; listeners close in ",
+                                static_cast<int64_t>(up.drain_delay.count()),
+                                " ms; in-flight requests get up to ",
+                                static_cast<int64_t>(up.drain_timeout.count()), " ms"));
   DrainTick();
 }
 
@@ -425,7 +428,7 @@ std::string Server::BackendsJson() const {
     num("expected_ttft_ms", routing::ExpectedTtftMs(cfg, i, o));
     absl::StrAppend(&out, ",\"inflight\":", o.inflight, ",\"capacity\":", b.capacity,
                     ",\"utilization\":", FormatValue(static_cast<double>(o.inflight) / b.capacity));
-    if (ejected_until > now)
+    if (ejected_until != 0)
       absl::StrAppend(&out, ",\"ejected_until\":", wall(ejected_until));
     else
       out += ",\"ejected_until\":null";

@@ -201,7 +201,7 @@ net::awaitable<void> Session::Run() {
         if (parser.got_some())
           co_await SendError(nullptr, ErrorKind::kHeaderTimeout,
                              "request headers not received within gateway.limits.header_timeout_ms");
-      } else if (ec.category() == http::error::get_http_category() &&
+      } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
                  ec != http::error::end_of_stream && ec != http::error::partial_message) {
         co_await SendError(nullptr, ErrorKind::kBadRequest,
                            std::string("malformed request: ") + ec.message());
@@ -231,7 +231,7 @@ net::awaitable<void> Session::Run() {
           co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
                              "request body exceeds gateway.limits.max_body_bytes");
           linger = true;
-        } else if (bec.category() == http::error::get_http_category() &&
+        } else if (bec.category() == http::make_error_code(http::error::bad_method).category() &&
                    bec != http::error::partial_message && bec != http::error::end_of_stream) {
           co_await SendError(&parser.get(), ErrorKind::kBadRequest,
                              std::string("malformed request body: ") + bec.message());

@@ -5,7 +5,7 @@ namespace geogate::routing {
 BackendObservation ObserveState(const health::BackendState& s, int64_t now_ns) {
   BackendObservation o;
   o.state = s.state.load(std::memory_order_relaxed);
-  o.ejected = !s.routable(now_ns) && o.state == health::HealthState::kHealthy;
+  o.ejected = s.ejected();
   int64_t rtt = s.rtt_ewma_us.load(std::memory_order_relaxed);
   o.rtt_ms = rtt < 0 ? -1 : static_cast<double>(rtt) / 1000.0;
   int64_t ttft = s.ttft_ewma_us.load(std::memory_order_relaxed);
