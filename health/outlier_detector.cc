@@ -46,6 +46,7 @@ void OutlierDetector::update(const config::Snapshot& snapshot,
     entry.state = states[i];
     entry.name = snapshot.backends[i].name;
     entry.region = snapshot.backends[i].region_index;
+    entry.models = snapshot.backends[i].models;
     next[states[i].get()] = std::move(entry);
   }
   entries_ = std::move(next);
@@ -74,21 +75,31 @@ OutlierDetector::Verdict OutlierDetector::reportFailure(BackendState& state, Fai
       failures < settings_.outlier_consecutive_failures)
     return Verdict::kCounted;
 
-  // Pool cap: after this ejection, at most max_ejection_percent of the
-  // region's backends may be ejected.
-  const Entry& entry = it->second;
-  size_t pool = 0;
-  size_t ejected = 0;
-  for (const auto& [ptr, other] : entries_) {
-    if (other.region != entry.region) continue;
-    ++pool;
-    if (Ejected(*ptr)) ++ejected;
-  }
-  if ((ejected + 1) * 100 > pool * std::min<uint32_t>(settings_.max_ejection_percent, 100))
-    return Verdict::kCapped;
-
+  if (!underPoolCap(it->second)) return Verdict::kCapped;
   eject(it->second, reason, ToNanos(time_.monotonic()));
   return Verdict::kEjected;
+}
+
+bool OutlierDetector::underPoolCap(const Entry& entry) const {
+  const uint64_t percent = std::min<uint32_t>(settings_.max_ejection_percent, 100);
+  // After this ejection, at most `percent` of each of its pools may be out.
+  auto fits = [&](const std::string* model) {
+    size_t pool = 0;
+    size_t ejected = 0;
+    for (const auto& [ptr, other] : entries_) {
+      if (other.region != entry.region) continue;
+      if (model != nullptr &&
+          std::find(other.models.begin(), other.models.end(), *model) == other.models.end())
+        continue;
+      ++pool;
+      if (Ejected(*ptr)) ++ejected;
+    }
+    return (ejected + 1) * 100 <= pool * percent;
+  };
+  if (entry.models.empty()) return fits(nullptr);
+  for (const std::string& model : entry.models)
+    if (!fits(&model)) return false;
+  return true;
 }
 
 void OutlierDetector::eject(Entry& entry, FailureReason cause, int64_t now_ns) {

@@ -14,11 +14,15 @@
 //    outlier_base_ejection x N, capped at outlier_max_ejection, where N counts
 //    its ejections in the current streak. The streak starts over once the
 //    backend has stayed in rotation for outlier_max_ejection after a return.
-//  - Never more than `max_ejection_percent` of a pool (the backends of one
-//    region) is ejected at once: past the cap the failure is counted but the
-//    backend stays, and the next failure checks again. The cap never widens
-//    residency: the request path does not route outside the allowed set to
-//    make up for ejected backends (no panic mode).
+//  - Never more than `max_ejection_percent` of a pool is ejected at once. A
+//    pool is the backends of one region serving one model (region_index x
+//    model, as config::Health documents); a backend serving several models
+//    must fit under the cap of each of its pools. When every backend of a
+//    region serves the same models this is simply the region. Past the cap
+//    the failure is counted but the backend stays, and the next failure
+//    checks again. The cap never widens residency: the request path does not
+//    route outside the allowed set to make up for ejected backends (no panic
+//    mode).
 //
 // How ejection is represented in BackendState (read lock-free by workers):
 //  - `ejected_until_ns` != 0 means ejected; the value is the monotonic time
@@ -67,7 +71,7 @@ class OutlierDetector {
 
   OutlierDetector(const TimeSource& time, Hooks hooks);
 
-  /// Adopts a new snapshot: settings, pools (by region_index), backends.
+  /// Adopts a new snapshot: settings, pools (region_index x model), backends.
   /// Backends that stay keep their streak; those gone are forgotten.
   void update(const config::Snapshot& snapshot, const std::vector<BackendStatePtr>& states);
   /// A worker saw a request to `state` fail with `reason`.
@@ -88,10 +92,12 @@ class OutlierDetector {
     BackendStatePtr state;
     std::string name;
     size_t region = 0;
+    std::vector<std::string> models;  // canonical names it serves
     uint32_t streak = 0;
     int64_t returned_at_ns = 0;  // last return from an ejection, 0 = never
   };
   void eject(Entry& entry, FailureReason cause, int64_t now_ns);
+  bool underPoolCap(const Entry& entry) const;
 
   const TimeSource& time_;
   Hooks hooks_;

@@ -112,7 +112,10 @@ void ProbeSession::complete(const ProbeResult& result) {
   BackendState& s = *state_;
 
   const HealthState before = tracker_.state();
-  const Transition t = tracker_.observe(result.ok);
+  // A refused connection proves nothing listens: down at once, as when a
+  // worker sees it (outlier_detector.h), not after unhealthy_threshold.
+  const bool refused = !result.ok && result.reason == FailureReason::kConnectRefused;
+  const Transition t = refused ? tracker_.hardFailure() : tracker_.observe(result.ok);
   const bool changed = t == Transition::kChanged;
 
   if (result.ok) {

@@ -210,6 +210,19 @@ TEST_CASE("checker: a reported load is stored with its time", "[health][checker]
   CHECK(got.at_ns == rig.nowNs());
 }
 
+TEST_CASE("checker: a refused probe takes a healthy backend out at once", "[health][checker]") {
+  CheckerRig rig;
+  rig.load(MakeSnapshot({MakeBackend("a", 0)}));
+  MakeHealthy(rig);
+  rig.fake("a").mode = Mode::kFail;
+  rig.fake("a").reason = FailureReason::kConnectRefused;
+  rig.probes.clear();
+  REQUIRE(rig.time.advanceUntil(
+      [&] { return rig.state(0).state.load() == HealthState::kUnhealthy; }, Millis(1000)));
+  CHECK(rig.probes.size() == 1);  // not unhealthy_threshold (2) probes
+  CHECK(rig.state(0).reason.load() == FailureReason::kConnectRefused);
+}
+
 TEST_CASE("checker: the timeout reason comes from the client", "[health][checker]") {
   CheckerRig rig;
   rig.fake("a").mode = Mode::kStall;

@@ -183,7 +183,7 @@ TEST_CASE("outlier: returns only after a good probe started past the expiry", "[
   CHECK(rig.detector.ejectedInRegion(0) == 0);
 }
 
-TEST_CASE("outlier: never more than max_ejection_percent of a region", "[health][outlier]") {
+TEST_CASE("outlier: never more than max_ejection_percent of a pool", "[health][outlier]") {
   SECTION("4 backends at 50 %: two ejected, the third stays") {
     DetectorRig rig(Pool(4, 2));  // regions 0 and 1, four backends each
     REQUIRE(rig.failUntilDecided(0) == Verdict::kEjected);
@@ -202,6 +202,22 @@ TEST_CASE("outlier: never more than max_ejection_percent of a region", "[health]
     rig.time.advance(Millis(5000));
     REQUIRE(rig.probeOk(0));
     CHECK(rig.fail(2) == Verdict::kEjected);
+  }
+  SECTION("a pool is one region serving one model") {
+    // Region 0: a0, a1 serve model A; b0, b1 serve B; x serves both.
+    auto mk = [](const std::string& name, int i, std::vector<std::string> models) {
+      auto b = MakeBackend(name, 0, i);
+      b.models = std::move(models);
+      return b;
+    };
+    auto snap = MakeSnapshot({mk("a0", 1, {"A"}), mk("a1", 2, {"A"}), mk("b0", 3, {"B"}),
+                              mk("b1", 4, {"B"}), mk("x", 5, {"A", "B"})});
+    DetectorRig rig(snap);
+    CHECK(rig.failUntilDecided(0) == Verdict::kEjected);  // A: 1 of 3 out
+    CHECK(rig.failUntilDecided(1) == Verdict::kCapped);   // A: 2 of 3 would pass 50 %
+    CHECK(rig.failUntilDecided(2) == Verdict::kEjected);  // B: 1 of 3 out
+    CHECK(rig.failUntilDecided(4) == Verdict::kCapped);   // fits neither A nor B
+    CHECK(rig.detector.ejectedInRegion(0) == 2);
   }
   SECTION("a region of one backend is never ejected at 50 %") {
     DetectorRig rig(Pool(1));
