@@ -3,6 +3,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/error.hpp>
@@ -186,8 +187,25 @@ net::awaitable<void> Session::Run() {
     http::request_parser<http::string_body> parser;
     parser.header_limit(limits.max_header_bytes);
     parser.body_limit(limits.max_body_bytes);
-    stream_->lowest().expires_after(limits.header_timeout);
-    auto [ec, n] = co_await http::async_read_header(*stream_, buffer_, parser, kUseTuple);
+    // The header deadline is a separate timer that only cancels the read:
+    // a tcp_stream timeout would close the socket, leaving no way to say 408.
+    // `armed` is cleared as soon as the read returns, so a timer that expired
+    // in the same turn cannot cancel whatever this connection does next.
+    auto armed = std::make_shared<bool>(true);
+    auto timed_out = std::make_shared<bool>(false);
+    net::steady_timer deadline(stream_->get_executor());
+    deadline.expires_after(limits.header_timeout);
+    deadline.async_wait([this, armed, timed_out](boost::system::error_code tec) {
+      if (tec || !*armed) return;
+      *timed_out = true;
+      boost::system::error_code ignored;
+      stream_->lowest().socket().cancel(ignored);
+    });
+    stream_->lowest().expires_never();
+    auto [rec, n] = co_await http::async_read_header(*stream_, buffer_, parser, kUseTuple);
+    *armed = false;
+    deadline.cancel();
+    boost::system::error_code ec = *timed_out ? beast::error::timeout : rec;
     if (ec) {
       if (ec == http::error::header_limit) {
         co_await SendError(nullptr, ErrorKind::kHeadersTooLarge,
@@ -198,7 +216,9 @@ net::awaitable<void> Session::Run() {
                            "request body exceeds gateway.limits.max_body_bytes");
         linger = true;
       } else if (ec == beast::error::timeout) {
-        if (parser.got_some())
+        // Beast consumes nothing until the head is complete: buffered bytes
+        // are what tells a slow client from an idle one.
+        if (parser.got_some() || buffer_.size() != 0)
           co_await SendError(nullptr, ErrorKind::kHeaderTimeout,
                              "request headers not received within gateway.limits.header_timeout_ms");
       } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&

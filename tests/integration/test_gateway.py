@@ -1,0 +1,329 @@
+"""The gateway core over loopback with real processes: streaming through
+plain and TLS listeners and to an https backend, non-streaming, errors for
+bad input (the gateway keeps serving), client disconnects and drain."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import socket
+import time
+import unittest
+
+from gateway_harness import Gateway, GatewayConfig
+from harness import (GpuSim, SseStream, chat_body, make_tls_files, post_json, request, send_raw,
+                     stream_chat, wait_until)
+
+MODEL = "llama-3.1-8b"
+
+
+def tokens_of(events: list[str]) -> list[str]:
+    out = []
+    for data in events:
+        if data == "[DONE]":
+            continue
+        obj = json.loads(data)
+        for choice in obj.get("choices", []):
+            content = choice.get("delta", {}).get("content")
+            if content:
+                out.append(content)
+    return out
+
+
+class GatewayTestCase(unittest.TestCase):
+    def start_sim(self, name="b1", **kw) -> GpuSim:
+        kw.setdefault("ttft_ms", 5)
+        kw.setdefault("token_interval_ms", 5)
+        kw.setdefault("tokens", 8)
+        sim = GpuSim(name=name, models=[MODEL], **kw)
+        sim.start(self)
+        return sim
+
+    def start_gateway(self, cfg: GatewayConfig, wait_ready=True) -> Gateway:
+        gw = Gateway(cfg)
+        gw.start(self)
+        if wait_ready:
+            gw.wait_until_ready()
+        return gw
+
+
+class StreamingTest(GatewayTestCase):
+    def test_every_token_arrives_in_order_and_before_the_stream_ends(self):
+        sim = self.start_sim(tokens=12, token_interval_ms=40)
+        gw = self.start_gateway(GatewayConfig().region("r1").backend(sim, "r1"))
+        with SseStream(gw.url, "/v1/chat/completions", chat_body(MODEL, stream=True)) as s:
+            self.assertEqual(s.status, 200)
+            self.assertEqual(s.headers.get("x-geogate-backend"), "b1")
+            self.assertEqual(s.headers.get("x-geogate-region"), "r1")
+            self.assertEqual(s.headers.get("x-geogate-edge"), "test")
+            self.assertTrue(s.headers.get("x-request-id"))
+            first = s.next_event(timeout=5)
+            self.assertIsNotNone(first)
+            # The first token reached us while the backend was still generating:
+            # nothing was buffered until the end.
+            self.assertEqual(sim.stats()["streams_completed"], 0)
+            events = [first[1]] + [data for _, data in s.events(timeout=10)]
+        self.assertEqual(tokens_of(events), [f"b1:{i} " for i in range(12)])
+        self.assertEqual(events[-1], "[DONE]")
+        # The gateway asked for usage upstream for its accounting, and the
+        # client (which did not ask) never sees the usage chunk.
+        self.assertFalse(any('"usage"' in e for e in events))
+
+    def test_usage_chunk_reaches_a_client_that_asked_for_it(self):
+        sim = self.start_sim()
+        gw = self.start_gateway(GatewayConfig().region("r1").backend(sim, "r1"))
+        body = chat_body(MODEL, stream=True, stream_options={"include_usage": True})
+        events = [d for _, d in stream_chat(gw.url, body)]
+        usage = [json.loads(e) for e in events if '"usage"' in e]
+        self.assertEqual(len(usage), 1)
+        self.assertEqual(usage[0]["usage"]["completion_tokens"], 8)
+
+    def test_tls_listener_streams(self):
+        tls = make_tls_files()
+        self.addCleanup(tls.cleanup)
+        sim = self.start_sim()
+        gw = self.start_gateway(GatewayConfig(tls=tls).region("r1").backend(sim, "r1"))
+        events = [d for _, d in stream_chat(gw.tls_url, chat_body(MODEL, stream=True),
+                                            tls_context=tls.client_context())]
+        self.assertEqual(tokens_of(events), [f"b1:{i} " for i in range(8)])
+        self.assertEqual(gw.metric("geogate_tls_handshakes_total", result="success"), 1)
+
+    def test_https_backend_is_verified_and_streams(self):
+        tls = make_tls_files()
+        self.addCleanup(tls.cleanup)
+        sim = self.start_sim(tls=tls)
+        cfg = GatewayConfig().region("r1").backend(sim, "r1", ca_file=tls.ca_cert)
+        cfg.backends[0]["url"] = f"https://localhost:{sim.port}"
+        gw = self.start_gateway(cfg)
+        events = [d for _, d in stream_chat(gw.url, chat_body(MODEL, stream=True))]
+        self.assertEqual(tokens_of(events), [f"b1:{i} " for i in range(8)])
+
+    def test_https_backend_with_an_untrusted_certificate_is_never_used(self):
+        tls = make_tls_files()
+        self.addCleanup(tls.cleanup)
+        sim = self.start_sim(tls=tls)
+        cfg = GatewayConfig().region("r1").backend(sim, "r1")  # system trust store only
+        cfg.backends[0]["url"] = f"https://localhost:{sim.port}"
+        gw = self.start_gateway(cfg, wait_ready=False)
+        wait_until(lambda: gw.backend("b1")["state"] == "unhealthy", 10)
+        self.assertEqual(gw.backend("b1")["reason"], "tls_error")
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 503)
+        self.assertEqual(body["error"]["code"], "no_compliant_backend")
+
+
+class RequestsTest(GatewayTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=2, token_interval_ms=1, tokens=4)
+        cls.sim.start()
+        cfg = GatewayConfig().region("r1").backend(cls.sim, "r1")
+        cfg.limits = {"max_header_bytes": 4096, "max_body_bytes": 2048, "header_timeout_ms": 500}
+        cls.gw = Gateway(cfg)
+        cls.gw.start()
+        cls.gw.wait_until_ready()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+        cls.sim.stop()
+
+    def assert_still_serving(self):
+        status, _, body = post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+
+    def assert_error(self, raw: bytes, status: int, code: str):
+        reply = send_raw(self.gw.url, raw)
+        head, _, body = reply.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(f"HTTP/1.1 {status} ".encode()), reply[:200])
+        self.assertEqual(json.loads(body)["error"]["code"], code)
+        self.assert_still_serving()
+
+    def test_non_streaming_completion(self):
+        status, headers, body = post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                          headers={"x-request-id": "my-id-1"})
+        self.assertEqual(status, 200)
+        self.assertEqual(body["choices"][0]["message"]["content"], "b1:0 b1:1 b1:2 b1:3 ")
+        self.assertEqual(body["usage"]["completion_tokens"], 4)
+        self.assertEqual(headers["x-request-id"], "my-id-1")
+        self.assertEqual(headers["x-geogate-backend"], "b1")
+
+    def test_completions_and_embeddings_are_routed_by_model(self):
+        status, _, body = post_json(self.gw.url, "/v1/completions", {"model": MODEL, "prompt": "x"})
+        self.assertEqual(status, 200)
+        self.assertEqual(body["object"], "text_completion")
+        status, _, body = post_json(self.gw.url, "/v1/embeddings", {"model": MODEL, "input": "x"})
+        self.assertEqual(status, 200)
+        self.assertEqual(body["object"], "list")
+
+    def test_models_list(self):
+        status, _, body = request(self.gw.url, "GET", "/v1/models")
+        self.assertEqual(status, 200)
+        self.assertEqual([m["id"] for m in body["data"]], [MODEL])
+
+    def test_unknown_model_unknown_path_missing_model(self):
+        status, _, body = post_json(self.gw.url, "/v1/chat/completions", chat_body("no-such-model"))
+        self.assertEqual((status, body["error"]["code"]), (404, "model_not_found"))
+        self.assertEqual(body["error"]["type"], "invalid_request_error")
+        status, _, body = request(self.gw.url, "GET", "/admin/backends")
+        self.assertEqual((status, body["error"]["code"]), (404, "not_found"))
+        status, _, body = post_json(self.gw.url, "/v1/chat/completions", {"messages": []})
+        self.assertEqual((status, body["error"]["code"]), (400, "missing_model"))
+
+    def test_keep_alive_serves_many_requests_on_one_connection(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=10)
+        for _ in range(5):
+            conn.request("POST", "/v1/chat/completions", json.dumps(chat_body(MODEL)),
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            self.assertEqual(r.status, 200)
+            r.read()
+        conn.close()
+        self.assertGreaterEqual(self.gw.metric("geogate_requests_total", backend="b1"), 5)
+
+    def test_malformed_request_line(self):
+        self.assert_error(b"BLAH BLAH\r\n\r\n", 400, "bad_request")
+
+    def test_absolute_form_target_is_not_proxied(self):
+        body = json.dumps(chat_body(MODEL)).encode()
+        raw = (b"POST http://evil.example/v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+               b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        self.assert_error(raw, 400, "bad_request")
+
+    def test_oversized_headers(self):
+        raw = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 8000 + b"\r\n\r\n"
+        self.assert_error(raw, 431, "headers_too_large")
+
+    def test_content_length_with_transfer_encoding(self):
+        raw = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        self.assert_error(raw, 400, "bad_request")
+
+    def test_duplicate_differing_content_length(self):
+        raw = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+               b"Content-Length: 3\r\n\r\n{}}")
+        self.assert_error(raw, 400, "bad_request")
+
+    def test_transfer_encoding_not_ending_in_chunked(self):
+        raw = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n")
+        self.assert_error(raw, 400, "bad_request")
+
+    def test_invalid_json(self):
+        raw = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n"
+               b"Connection: close\r\n\r\n{\"model\":")
+        self.assert_error(raw, 400, "invalid_json")
+
+    def test_body_over_the_limit(self):
+        body = json.dumps(chat_body(MODEL, content="x" * 4000)).encode()
+        raw = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+               str(len(body)).encode() + b"\r\n\r\n" + body)
+        self.assert_error(raw, 413, "body_too_large")
+
+    def test_chunked_body_over_the_limit(self):
+        chunk = b"x" * 1500
+        raw = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+               (b"%x\r\n" % len(chunk) + chunk + b"\r\n") * 2 + b"0\r\n\r\n")
+        self.assert_error(raw, 413, "body_too_large")
+
+    def test_expect_100_continue(self):
+        body = json.dumps(chat_body(MODEL)).encode()
+        sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n")
+        self.assertTrue(sock.recv(64).startswith(b"HTTP/1.1 100 Continue"))
+        sock.sendall(body)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+        sock.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200 "), reply[:100])
+
+    def test_headers_not_finished_in_time(self):
+        sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+        sock.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 408 "), reply[:100])
+        self.assertIn(b"header_timeout", reply)
+        self.assert_still_serving()
+
+    def test_client_key_is_never_forwarded(self):
+        self.sim.reset()
+        status, _, _ = post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                 headers={"Authorization": "Bearer client-secret"})
+        self.assertEqual(status, 200)
+        # gpusim counts clients by X-Forwarded-For: the gateway appended the peer.
+        self.assertIn("127.0.0.1", self.sim.stats()["by_client"])
+
+
+class FailureTest(GatewayTestCase):
+    def test_client_disconnect_cancels_the_upstream_stream(self):
+        sim = self.start_sim(tokens=200, token_interval_ms=20)
+        gw = self.start_gateway(GatewayConfig().region("r1").backend(sim, "r1"))
+        s = SseStream(gw.url, "/v1/chat/completions", chat_body(MODEL, stream=True))
+        self.assertIsNotNone(s.next_event(timeout=5))
+        self.assertIsNotNone(s.next_event(timeout=5))
+        s.close(abort=True)
+        wait_until(lambda: sim.stats()["streams_cancelled"] == 1, 10,
+                   message="the backend kept generating for a client that left")
+        self.assertEqual(sim.stats()["streams_completed"], 0)
+        wait_until(lambda: gw.backend("b1")["inflight"] == 0, 5)
+        self.assertGreaterEqual(gw.metric("geogate_client_disconnects_total"), 1)
+
+    def test_client_disconnect_before_the_first_token_cancels_too(self):
+        sim = self.start_sim(ttft_ms=3000, tokens=4)
+        gw = self.start_gateway(GatewayConfig().region("r1").backend(sim, "r1"))
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        body = json.dumps(chat_body(MODEL, stream=True)).encode()
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
+        wait_until(lambda: gw.backend("b1")["inflight"] == 1, 5)
+        sock.close()
+        wait_until(lambda: gw.backend("b1")["inflight"] == 0, 5,
+                   message="the request outlived its client")
+        wait_until(lambda: sim.stats()["streams_cancelled"] == 1, 10)
+
+    def test_backend_500_is_502_after_the_attempts(self):
+        sim = self.start_sim(mode="error500")
+        cfg = GatewayConfig().region("r1").backend(sim, "r1")
+        cfg.health["path"] = "/metrics"  # keep the backend "healthy" so requests reach it
+        gw = self.start_gateway(cfg)
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual((status, body["error"]["code"]), (502, "upstream_failed"))
+        self.assertEqual(body["error"]["type"], "upstream_error")
+
+    def test_stream_that_breaks_midway_ends_with_an_error_event(self):
+        sim = self.start_sim(tokens=20, token_interval_ms=10)
+        gw = self.start_gateway(GatewayConfig().region("r1").backend(sim, "r1"))
+        sim.control(mode="die_after", n=3)
+        events = []
+        with SseStream(gw.url, "/v1/chat/completions", chat_body(MODEL, stream=True)) as s:
+            for _, data in s.events(timeout=10):
+                events.append(data)
+        self.assertEqual(tokens_of(events[:-1]), ["b1:0 ", "b1:1 ", "b1:2 "])
+        last = json.loads(events[-1])
+        self.assertEqual(last["error"]["code"], "stream_interrupted")
+        self.assertNotIn("[DONE]", events)
+
+
+class DrainTest(GatewayTestCase):
+    def test_sigterm_lets_an_in_flight_stream_finish_then_exits_zero(self):
+        sim = self.start_sim(tokens=25, token_interval_ms=40)
+        cfg = GatewayConfig().region("r1").backend(sim, "r1")
+        cfg.upstream = {"drain_delay_ms": 300, "drain_timeout_ms": 10000}
+        gw = self.start_gateway(cfg)
+        with SseStream(gw.url, "/v1/chat/completions", chat_body(MODEL, stream=True)) as s:
+            self.assertIsNotNone(s.next_event(timeout=5))
+            gw.signal(signal.SIGTERM)
+            wait_until(lambda: not gw.ready(), 2, message="/readyz stayed 200 while draining")
+            events = [d for _, d in s.events(timeout=10)]
+        self.assertEqual(events[-1], "[DONE]")
+        self.assertEqual(len(tokens_of(events)), 24)
+        self.assertEqual(gw.popen.wait(timeout=10), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
