@@ -117,6 +117,16 @@ std::string FormatMetrics(const MetricsInputs& in) {
              static_cast<double>(o.inflight) / b.capacity);
   }
 
+  w.Family("geogate_residency_rule_available", "gauge",
+           "1 when at least one routable backend exists in the rule's allowed regions: 0 means "
+           "its clients get 503 no_compliant_backend.");
+  for (const config::ResidencyRule& rule : cfg.residency) {
+    bool available = false;
+    for (size_t i = 0; i < cfg.backends.size() && !available; ++i)
+      available = rule.allowed.contains(cfg.backends[i].region_index) && rt.backends[i]->routable(now);
+    w.Sample("geogate_residency_rule_available", {{"rule", rule.name}}, available ? 1 : 0);
+  }
+
   // Health thread counters.
   w.Family("geogate_probes_total", "counter", "Active health probes by backend and result.");
   for (const auto& h : in.health) {

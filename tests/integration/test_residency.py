@@ -103,6 +103,7 @@ class ResidencyTest(unittest.TestCase):
         self.assertEqual(streaming[0], 503)
         self.assertNotIn(FR, self.us.stats()["by_client"])
         self.assertNotIn(DE, self.us.stats()["by_client"])
+        self.assertEqual(self.gw.metric("geogate_residency_rule_available", rule="eu"), 0)
         # Everyone else is still served.
         status, headers, _ = self.ask(US)
         self.assertEqual((status, headers["x-geogate-backend"]), (200, "us-1"))
@@ -177,6 +178,7 @@ class ResidencyTest(unittest.TestCase):
         self.assertEqual(body["type"], "GeoIP2-City")
         self.assertEqual(body["build_epoch"], 1700000000)
         self.assertEqual(self.gw.metric("geogate_geo_database_build_timestamp_seconds"), 1700000000)
+        self.assertEqual(self.gw.metric("geogate_residency_rule_available", rule="eu"), 1)
 
 
 def _key_hash(key: str) -> str:
