@@ -35,6 +35,7 @@ using health::FailureReason;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr size_t kRelayBufferBytes = 16 * 1024;
+constexpr auto kHealthWatchPeriod = std::chrono::milliseconds(25);
 
 double MillisSince(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -125,6 +126,57 @@ class DisconnectWatch {
   std::shared_ptr<State> state_;
 };
 
+// While an attempt waits for its first body byte, checks the backend's
+// health every few probe intervals' worth of time. When the prober takes the
+// backend out of rotation (stalled, black-holed), the attempt is abandoned
+// and the request fails over at once, instead of waiting out
+// first_token_timeout_ms on a backend already known to be gone.
+class HealthWatch {
+ public:
+  HealthWatch(net::io_context& ioc, health::BackendState& state, beast::tcp_stream& upstream,
+              std::chrono::milliseconds period)
+      : st_(std::make_shared<State>(ioc)) {
+    st_->state = &state;
+    st_->upstream = &upstream;
+    st_->period = period;
+    Arm(st_);
+  }
+  ~HealthWatch() { Stop(); }
+  HealthWatch(const HealthWatch&) = delete;
+  HealthWatch& operator=(const HealthWatch&) = delete;
+
+  void Stop() {
+    st_->active = false;
+    st_->timer.cancel();
+  }
+  bool abandoned() const { return st_->abandoned; }
+
+ private:
+  struct State {
+    explicit State(net::io_context& ioc) : timer(ioc) {}
+    net::steady_timer timer;
+    health::BackendState* state = nullptr;
+    beast::tcp_stream* upstream = nullptr;
+    std::chrono::milliseconds period{};
+    bool active = true;
+    bool abandoned = false;
+  };
+  static void Arm(const std::shared_ptr<State>& st) {
+    st->timer.expires_after(st->period);
+    st->timer.async_wait([st](boost::system::error_code ec) {
+      if (ec || !st->active) return;
+      // routable() ignores its argument (ejection is cleared only by a probe).
+      if (!st->state->routable(0)) {
+        st->abandoned = true;
+        st->upstream->close();
+        return;
+      }
+      Arm(st);
+    });
+  }
+  std::shared_ptr<State> st_;
+};
+
 struct AttemptResult {
   bool committed = false;   // the response head reached the client
   bool keep_alive = false;  // when committed: may the client connection stay open
@@ -184,6 +236,7 @@ class ProxyCall {
   DisconnectWatch watch_;
   http::request<http::string_body> up_;
   std::string original_target_;
+  health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
   char relay_buf_[kRelayBufferBytes];
 };
 
@@ -275,7 +328,6 @@ net::awaitable<bool> ProxyCall::Run() {
   size_t max_attempts = std::min<size_t>(up_cfg_.max_attempts, decision.plan.size());
   // Active requests size the retry budget; a retry holds a slot until done.
   health::RetryBudget::RequestGuard budget_request;
-  health::RetryBudget::RetryGuard retry_slot;
   if (shared_.retry_budget != nullptr) budget_request = shared_.retry_budget->startRequest();
   for (size_t i = 0; i < max_attempts; ++i) {
     if (Clock::now() >= deadline) break;
@@ -284,8 +336,8 @@ net::awaitable<bool> ProxyCall::Run() {
       // A retry: counted against the process-wide budget so a region-wide
       // failure does not multiply the load on what is left.
       if (shared_.retry_budget != nullptr) {
-        retry_slot = shared_.retry_budget->tryRetry();
-        if (!retry_slot) {
+        retry_slot_ = shared_.retry_budget->tryRetry();
+        if (!retry_slot_) {
           worker_.metrics().retry_budget_exhausted++;
           break;
         }
@@ -333,6 +385,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
 
   UpstreamConnPtr conn = worker_.pool().TakeIdle(b.state_key(), t0, up_cfg_.pool_idle_timeout);
   bool reused = conn != nullptr;
+  std::optional<HealthWatch> health_watch;
   std::optional<http::response_parser<http::buffer_body>> parser;
   for (;;) {
     if (!conn) {
@@ -352,6 +405,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     }
     conn->uses++;
     watch_.Target(&conn->stream.lowest());
+    health_watch.emplace(worker_.ioc(), state, conn->stream.lowest(), kHealthWatchPeriod);
     parser.emplace();
     parser->body_limit(boost::none);
     parser->header_limit(64 * 1024);
@@ -369,7 +423,13 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
       r.client_gone = true;
       co_return r;
     }
+    if (health_watch->abandoned()) {
+      r.failure = FailureReason::kProbeTimeout;
+      r.detail = "backend taken out of rotation by health checks while waiting";
+      co_return r;
+    }
     if (reused && !parser->got_some() && IsStaleConnectionError(ec)) {
+      health_watch.reset();  // it points at the connection about to go
       conn.reset();
       reused = false;
       continue;
@@ -401,12 +461,20 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
         r.client_gone = true;
         co_return r;
       }
+      if (health_watch->abandoned()) {
+        r.failure = FailureReason::kProbeTimeout;
+        r.detail = "backend taken out of rotation by health checks while waiting";
+        co_return r;
+      }
       r.failure = ClassifyExchangeError(ec);
       r.detail = ec.message();
       co_return r;
     }
     first = sizeof relay_buf_ - parser->get().body().size;
   }
+  health_watch->Stop();
+  // Committed: a retry that got here is an ordinary request from now on.
+  retry_slot_.reset();
   auto t_first = Clock::now();
   double ttft_ms = MillisSince(t0, t_first);
   ctx_.ttft_ms = MillisSince(ctx_.start, t_first);

@@ -1,0 +1,235 @@
+"""Health checking, outlier detection and failover with real processes:
+a killed backend costs no request that had not started streaming, a stopped
+or black-holed one is out of rotation in under a second with the default
+[health] settings and comes back after healthy_threshold good probes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import unittest
+
+from gateway_harness import Gateway, GatewayConfig
+from harness import GPUSIM_BIN, GpuSim, Process, SseStream, chat_body, post_json, wait_until
+
+MODEL = "llama-3.1-8b"
+DEFAULT_HEALTH = {"interval_ms": 100, "timeout_ms": 200, "unhealthy_threshold": 2,
+                  "healthy_threshold": 2}
+
+
+class StreamLoad:
+    """`concurrency` threads streaming chat completions in a loop until
+    stop(); every request's fate is recorded."""
+
+    def __init__(self, url: str, concurrency: int, headers=None):
+        self.url, self.concurrency, self.headers = url, concurrency, headers or {}
+        self.results: list[dict] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(concurrency)]
+
+    def __enter__(self):
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=30)
+            assert not t.is_alive(), "a client hung"
+
+    def _run(self):
+        while not self._stop.is_set():
+            r = {"t": time.monotonic(), "status": None, "events": 0, "done": False, "error_event": False,
+                 "backend": None, "exception": None}
+            try:
+                with SseStream(self.url, "/v1/chat/completions", chat_body(MODEL, stream=True),
+                               headers=self.headers, timeout=20) as s:
+                    r["status"] = s.status
+                    r["backend"] = s.headers.get("x-geogate-backend")
+                    if s.status == 200:
+                        for _, data in s.events(timeout=20):
+                            r["events"] += 1
+                            if data == "[DONE]":
+                                r["done"] = True
+                            elif '"stream_interrupted"' in data:
+                                r["error_event"] = True
+            except Exception as e:  # noqa: BLE001 - recorded and asserted on
+                r["exception"] = repr(e)
+            with self._lock:
+                self.results.append(r)
+
+    def summary(self) -> str:
+        return json.dumps(self.results[-20:], indent=1)
+
+
+def new_sim(testcase, name, **kw) -> GpuSim:
+    kw.setdefault("ttft_ms", 5)
+    kw.setdefault("token_interval_ms", 20)
+    kw.setdefault("tokens", 10)
+    return GpuSim(name=name, models=[MODEL], **kw).start(testcase)
+
+
+class KillTest(unittest.TestCase):
+    def test_kill_9_under_streaming_load(self):
+        b1, b2 = new_sim(self, "b1"), new_sim(self, "b2")
+        cfg = GatewayConfig().region("r1").backend(b1, "r1").backend(b2, "r1")
+        cfg.health = dict(DEFAULT_HEALTH)
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        gw.wait_backend("b1")
+        gw.wait_backend("b2")
+        with StreamLoad(gw.url, 6) as load:
+            wait_until(lambda: len(load.results) >= 20, 20)
+            b1.kill()
+            killed_at = time.monotonic()
+            wait_until(lambda: sum(r["t"] > killed_at + 0.5 for r in load.results) >= 30, 30)
+        results = load.results
+        # Zero failed requests that had not started streaming.
+        not_started = [r for r in results if r["status"] != 200 or (r["events"] == 0 and not r["done"])]
+        self.assertEqual(not_started, [], load.summary())
+        # Streams cut by the kill end with one error event, never a hang.
+        cut = [r for r in results if not r["done"]]
+        for r in cut:
+            self.assertTrue(r["error_event"], r)
+            self.assertEqual(r["backend"], "b1")
+        # Requests started after the kill was noticed all went to b2.
+        late = [r for r in results if r["t"] > killed_at + 0.5]
+        self.assertTrue(late)
+        self.assertTrue(all(r["backend"] == "b2" for r in late), load.summary())
+        self.assertEqual(gw.backend("b1")["state"], "unhealthy")
+
+
+class StallTest(unittest.TestCase):
+    def run_stall(self, stall, resume, b1_url=None, b1=None, setup_b1=None):
+        """Shared body: `stall()` makes b1 stop answering; out of rotation
+        must follow in under a second; `resume()` brings it back."""
+        b2 = new_sim(self, "b2")
+        cfg = GatewayConfig().region("r1")
+        if b1 is not None:
+            cfg.backend(b1, "r1")
+        else:
+            cfg.backends.append({"name": "b1", "region": "r1", "url": b1_url, "models": [MODEL]})
+        cfg.backend(b2, "r1")
+        cfg.health = dict(DEFAULT_HEALTH)
+        cfg.upstream = {"stream_idle_timeout_ms": 1500}
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        gw.wait_backend("b1")
+        gw.wait_backend("b2")
+        with StreamLoad(gw.url, 4) as load:
+            wait_until(lambda: len(load.results) >= 10, 20)
+            stall()
+            stalled_at = time.monotonic()
+            wait_until(lambda: gw.backend("b1")["state"] == "unhealthy", 5)
+            detected = time.monotonic() - stalled_at
+            # A generous behavioural bound (DESIGN.md §6): out in under 1 s.
+            self.assertLess(detected, 1.0, f"stalled backend still in rotation after {detected:.3f}s")
+            wait_until(lambda: sum(r["t"] > stalled_at + 1.0 for r in load.results) >= 20, 30)
+        results = load.results
+        late = [r for r in results if r["t"] > stalled_at + 1.0]
+        self.assertTrue(all(r["backend"] == "b2" for r in late), load.summary())
+        # No request that had not started streaming failed: requests waiting
+        # on b1 when it stalled were moved to b2 as soon as it was taken out.
+        failed = [r for r in results if r["status"] != 200 or (r["events"] == 0 and not r["done"])]
+        self.assertEqual(failed, [], load.summary())
+        # Streams that were running on b1 end with an error event.
+        for r in results:
+            if not r["done"]:
+                self.assertTrue(r["error_event"], r)
+        # Recovery: healthy again after healthy_threshold good probes, and it gets traffic.
+        resume()
+        wait_until(lambda: gw.backend("b1")["healthy"], 10)
+        got = set()
+        for _ in range(60):
+            status, headers, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual(status, 200)
+            got.add(headers["x-geogate-backend"])
+            if "b1" in got:
+                break
+        self.assertIn("b1", got)
+        return detected
+
+    def test_kill_stop_is_out_of_rotation_in_under_a_second(self):
+        b1 = new_sim(self, "b1")
+        self.run_stall(b1.pause, b1.resume, b1=b1)
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("ip"), "needs root and iproute2 (ip netns)")
+    def test_black_hole_in_a_network_namespace(self):
+        ns = f"gg-bh-{os.getpid()}"
+        host_if, ns_if = f"gga{os.getpid() % 100000}", f"ggb{os.getpid() % 100000}"
+        subnet = 10 + os.getpid() % 200
+        host_ip, ns_ip = f"10.214.{subnet}.1", f"10.214.{subnet}.2"
+
+        def ip(*args, netns=None, check=True):
+            cmd = (["ip", "netns", "exec", netns, "ip"] if netns else ["ip"]) + list(args)
+            return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+        try:
+            ip("netns", "add", ns)
+        except subprocess.CalledProcessError as e:
+            self.skipTest(f"cannot create a network namespace here: {e.stderr.strip()}")
+        self.addCleanup(lambda: subprocess.run(["ip", "netns", "del", ns], capture_output=True))
+        ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
+        self.addCleanup(lambda: subprocess.run(["ip", "link", "del", host_if], capture_output=True))
+        ip("link", "set", ns_if, "netns", ns)
+        ip("addr", "add", f"{host_ip}/30", "dev", host_if)
+        ip("link", "set", host_if, "up")
+        ip("addr", "add", f"{ns_ip}/30", "dev", ns_if, netns=ns)
+        ip("link", "set", ns_if, "up", netns=ns)
+        ip("link", "set", "lo", "up", netns=ns)
+        sim = Process(["ip", "netns", "exec", ns, GPUSIM_BIN, "--listen", f"{ns_ip}:0", "--name", "b1",
+                       "--models", MODEL, "--ttft-ms", "5", "--token-interval-ms", "20", "--tokens", "10"],
+                      name="gpusim-netns")
+        sim.start(self)
+        # Setting the namespace's end of the link down drops every packet in
+        # flight and every new one: no reset, no refusal, just silence.
+        self.run_stall(lambda: ip("link", "set", ns_if, "down", netns=ns),
+                       lambda: ip("link", "set", ns_if, "up", netns=ns),
+                       b1_url=f"http://{ns_ip}:{sim.port}")
+
+
+class RegionFailoverTest(unittest.TestCase):
+    def test_region_down_moves_to_the_next_region_in_the_allowed_set(self):
+        a1, a2 = new_sim(self, "a1", rtt_ms=1), new_sim(self, "a2", rtt_ms=1)
+        c1 = new_sim(self, "c1", rtt_ms=20)
+        us = new_sim(self, "us1")
+        cfg = GatewayConfig().region("eu-a", "EU").region("eu-c", "EU").region("us", "US")
+        cfg.backend(a1, "eu-a").backend(a2, "eu-a").backend(c1, "eu-c").backend(us, "us")
+        cfg.residency = [{"name": "eu-tenant", "allow_jurisdictions": ["EU"]}]
+        cfg.geo = {"unknown": "eu-tenant"}
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        for b in ("a1", "a2", "c1", "us1"):
+            gw.wait_backend(b)
+        a1.kill()
+        a2.kill()
+        us.reset()
+        served = set()
+        for _ in range(20):
+            status, headers, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual(status, 200, body)
+            served.add(headers["x-geogate-region"])
+        self.assertEqual(served, {"eu-c"})
+        self.assertEqual(us.stats()["requests_total"], 0)
+        c1.kill()
+        wait_until(lambda: not gw.backend("c1")["healthy"], 5)
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual((status, body["error"]["code"]), (503, "no_compliant_backend"))
+        self.assertEqual(us.stats()["requests_total"], 0)
+        self.assertGreaterEqual(gw.metric("geogate_backend_healthy", backend="us1"), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
