@@ -47,4 +47,19 @@ LoadResult LoadString(std::string_view text, const std::string& source_name,
 /// address, worker count), as human-readable sentences. Empty when none.
 std::vector<std::string> RestartRequiredChanges(const Snapshot& running, const Snapshot& next);
 
+/// How a reload changes the backend set. Identity is Backend::state_key():
+/// a backend that keeps its name but changes its URL is `replaced` (fresh
+/// health), one whose other settings change is `updated` (state carries over).
+struct BackendChanges {
+  std::vector<std::string> added;
+  std::vector<std::string> removed;
+  std::vector<std::string> replaced;
+  std::vector<std::string> updated;
+  size_t unchanged = 0;
+  bool empty() const { return added.empty() && removed.empty() && replaced.empty() && updated.empty(); }
+  /// "2 added (a, b), 1 removed (c), ..." for the reload log line.
+  std::string Summary() const;
+};
+BackendChanges DiffBackends(const Snapshot& running, const Snapshot& next);
+
 }  // namespace geogate::config

@@ -118,6 +118,7 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
       ReloadOutcome r = server_.Reload("POST /admin/reload");
       json(r.ok ? http::status::ok : http::status::unprocessable_entity,
            absl::StrCat("{\"ok\":", r.ok ? "true" : "false", ",\"generation\":", r.generation,
+                        ",\"backends\":", JsonList({r.backend_changes}),
                         ",\"errors\":", JsonList(r.errors), ",\"warnings\":", JsonList(r.warnings),
                         "}"));
     } else if (path == "/admin/drain" && post) {

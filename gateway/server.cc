@@ -287,6 +287,8 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
     return out;
   }
   for (const auto& w : out.warnings) LogWarn("reload", w);
+  config::BackendChanges changes = config::DiffBackends(*current_->config, *loaded.snapshot);
+  out.backend_changes = changes.Summary();
   Publish(*rt);
   retry_budget_->configure(loaded.snapshot->gateway.upstream);
   if (access_log_) access_log_->Reopen();
@@ -295,7 +297,7 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
   out.ok = true;
   out.generation = (*rt)->generation;
   LogInfo("reload", absl::StrCat("reload (", ToAbsl(trigger), ") applied: generation ", out.generation,
-                                 ", ", loaded.snapshot->backends.size(), " backends, hash ",
+                                 ", backends: ", out.backend_changes, ", hash ",
                                  loaded.snapshot->hash.substr(0, 12)));
   return out;
 }

@@ -35,6 +35,7 @@ struct ReloadOutcome {
   std::vector<std::string> errors;    // file:line:col: message
   std::vector<std::string> warnings;  // including restart-only changes
   uint64_t generation = 0;
+  std::string backend_changes;  // "1 added (x), 2 unchanged"
 };
 
 class Server {

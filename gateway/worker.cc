@@ -21,7 +21,16 @@ constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
 Worker::Worker(size_t id, ServerShared& shared)
     : id_(id), shared_(shared), log_(shared.access_log), rng_state_(std::random_device{}()) {}
 
-Worker::~Worker() { Stop(); }
+Worker::~Worker() {
+  Stop();
+  // Teardown order matters: everything bound to the io_context goes first,
+  // then the io_context (destroying pending session frames, whose
+  // destructors unregister from sessions_), then the rest of the members.
+  acceptors_.clear();
+  housekeeping_.reset();
+  pool_.Clear();
+  ioc_.reset();
+}
 
 uint64_t Worker::Random() {
   // splitmix64: fast, good enough for spreading load, per worker (no sharing).
@@ -38,12 +47,12 @@ void Worker::AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec) {
 void Worker::Start(RuntimeConstPtr runtime) {
   runtime_ = std::make_shared<const RuntimeConstPtr>(std::move(runtime));
   for (size_t i = 0; i < acceptors_.size(); ++i)
-    net::co_spawn(ioc_, AcceptLoop(i), net::detached);
+    net::co_spawn(*ioc_, AcceptLoop(i), net::detached);
   ScheduleHousekeeping();
   thread_ = std::thread([this] {
     for (;;) {
       try {
-        ioc_.run();
+        ioc_->run();
         break;
       } catch (const std::exception& e) {
         // A bug escaped a handler: log it and keep serving the others.
@@ -54,13 +63,13 @@ void Worker::Start(RuntimeConstPtr runtime) {
 }
 
 void Worker::Publish(RuntimeConstPtr runtime) {
-  net::post(ioc_, [this, rt = std::move(runtime)]() mutable {
+  net::post(*ioc_, [this, rt = std::move(runtime)]() mutable {
     runtime_ = std::make_shared<const RuntimeConstPtr>(std::move(rt));
   });
 }
 
 void Worker::StopAccepting() {
-  net::post(ioc_, [this] {
+  net::post(*ioc_, [this] {
     accepting_ = false;
     boost::system::error_code ec;
     for (auto& [acceptor, spec] : acceptors_) acceptor.close(ec);
@@ -73,7 +82,7 @@ void Worker::StopAccepting() {
 }
 
 void Worker::CloseAll() {
-  net::post(ioc_, [this] {
+  net::post(*ioc_, [this] {
     std::vector<Session*> all(sessions_.begin(), sessions_.end());
     for (Session* s : all) s->Close();
   });
@@ -81,17 +90,17 @@ void Worker::CloseAll() {
 
 void Worker::Stop() {
   if (!thread_.joinable()) return;
-  net::post(ioc_, [this] {
+  net::post(*ioc_, [this] {
     log_.Flush();
     pool_.Clear();
-    ioc_.stop();
+    ioc_->stop();
   });
   thread_.join();
 }
 
 void Worker::ScheduleHousekeeping() {
-  housekeeping_.expires_after(kHousekeepingInterval);
-  housekeeping_.async_wait([this](boost::system::error_code ec) {
+  housekeeping_->expires_after(kHousekeepingInterval);
+  housekeeping_->async_wait([this](boost::system::error_code ec) {
     if (ec) return;
     log_.Flush();
     const Runtime& rt = **runtime_;
@@ -102,7 +111,7 @@ void Worker::ScheduleHousekeeping() {
 
 net::awaitable<void> Worker::AcceptLoop(size_t index) {
   auto& [acceptor, spec] = acceptors_[index];
-  net::steady_timer backoff(ioc_);
+  net::steady_timer backoff(*ioc_);
   while (acceptor.is_open()) {
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
     if (ec) {

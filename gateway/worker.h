@@ -40,7 +40,7 @@ class Worker {
   ~Worker();
 
   size_t id() const { return id_; }
-  net::io_context& ioc() { return ioc_; }
+  net::io_context& ioc() { return *ioc_; }
   ServerShared& shared() { return shared_; }
 
   /// Binds an SO_REUSEPORT acceptor (called on the main thread before Start).
@@ -73,15 +73,18 @@ class Worker {
 
   size_t id_;
   ServerShared& shared_;
-  net::io_context ioc_{1};
+  // Owned through a pointer so the destructor can destroy it (and with it the
+  // coroutine frames of sessions still pending at exit) while the members
+  // those frames touch on their way out (sessions_, metrics_) still exist.
+  std::unique_ptr<net::io_context> ioc_ = std::make_unique<net::io_context>(1);
   std::thread thread_;
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
   PinnedRuntime runtime_;
-  UpstreamPool pool_{ioc_};
+  UpstreamPool pool_{*ioc_};
   WorkerMetrics metrics_;
   AccessLogBuffer log_;
   absl::flat_hash_set<Session*> sessions_;
-  net::steady_timer housekeeping_{ioc_};
+  std::unique_ptr<net::steady_timer> housekeeping_ = std::make_unique<net::steady_timer>(*ioc_);
   bool accepting_ = true;
   uint64_t rng_state_;
 };

@@ -1,0 +1,319 @@
+"""Hot reload and drain with real processes: SIGHUP under load drops
+nothing, a bad file changes nothing, certificates and the geo database are
+re-read, a stream outlives a reload that removes its backend, and SIGTERM /
+POST /admin/drain take the edge out gracefully."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from gateway_harness import Gateway, GatewayConfig
+from harness import (BIN_DIR, GATEWAY_BIN, GpuSim, SseStream, chat_body, make_tls_files, port_refuses,
+                     post_json, wait_until)
+from test_failover import StreamLoad
+
+MODEL = "llama-3.1-8b"
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "fixtures", "geo")
+CITY_DB = os.path.join(BIN_DIR, "tests", "fixtures", "geo", "geo-city.mmdb")
+
+
+def sim(testcase, name, **kw) -> GpuSim:
+    kw.setdefault("ttft_ms", 5)
+    kw.setdefault("token_interval_ms", 10)
+    kw.setdefault("tokens", 8)
+    return GpuSim(name=name, models=[MODEL], **kw).start(testcase)
+
+
+class JsonLoad:
+    """Non-streaming requests in a loop; records statuses."""
+
+    def __init__(self, url, concurrency=2):
+        self.url, self.statuses, self._stop = url, [], threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(concurrency)]
+
+    def __enter__(self):
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=30)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                status, _, _ = post_json(self.url, "/v1/chat/completions", chat_body(MODEL), timeout=20)
+            except Exception as e:  # noqa: BLE001
+                status = repr(e)
+            self.statuses.append(status)
+
+
+class ReloadUnderLoadTest(unittest.TestCase):
+    def test_twenty_sighups_drop_nothing(self):
+        b1, b2, b3 = sim(self, "b1"), sim(self, "b2"), sim(self, "b3", tokens=30, token_interval_ms=15)
+        a = GatewayConfig().region("r1").region("r2", "EU", 40, 2)
+        a.backend(b1, "r1").backend(b2, "r2")
+        b = GatewayConfig().region("r1").region("r2", "EU", 40, 2)
+        b.backend(b1, "r1", capacity=32).backend(b2, "r2").backend(b3, "r2")
+        b.routing = {"latency_slack_ms": 50}
+        b.limits = {"max_body_bytes": 65536}
+        gw = Gateway(a)
+        gw.start(self)
+        gw.wait_until_ready()
+        with StreamLoad(gw.url, 3) as streams, JsonLoad(gw.url, 2) as plain:
+            for i in range(20):
+                gw.write_config(b if i % 2 == 0 else a)
+                gw.sighup()
+                wait_until(lambda i=i: gw.metric("geogate_config_reloads_total", result="success") >= i + 1,
+                           10)
+                time.sleep(0.15)
+        self.assertEqual(gw.metric("geogate_config_reloads_total", result="failure"), 0)
+        self.assertGreater(len(streams.results), 20)
+        broken = [r for r in streams.results if r["status"] != 200 or not r["done"]]
+        self.assertEqual(broken, [], streams.summary())
+        self.assertTrue(plain.statuses)
+        self.assertEqual(set(plain.statuses), {200})
+        status, _, cfg = gw.admin("GET", "/admin/config")
+        self.assertEqual(cfg["generation"], 21)
+        self.assertEqual(cfg["reloads"]["success"], 20)
+
+
+class BadConfigTest(unittest.TestCase):
+    def test_syntax_and_semantic_errors_change_nothing(self):
+        b1 = sim(self, "b1")
+        cfg = GatewayConfig().region("r1").backend(b1, "r1")
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        _, _, before = gw.admin("GET", "/admin/config")
+        good = cfg.render()
+
+        broken_syntax = good.replace("[gateway.admin]", "[gateway.admin", 1)
+        unknown_region = good.replace('region = "r1"', 'region = "nowhere"', 1)
+        for n, text in enumerate([broken_syntax, unknown_region], start=1):
+            gw.write_config(text)
+            gw.sighup()
+            wait_until(lambda n=n: gw.metric("geogate_config_reloads_total", result="failure") >= n, 10)
+            status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual(status, 200, body)  # the old policy keeps serving
+            _, _, now = gw.admin("GET", "/admin/config")
+            self.assertEqual(now["hash"], before["hash"])
+            self.assertEqual(now["generation"], before["generation"])
+            check = subprocess.run([GATEWAY_BIN, "--check", "--config", gw.config_path],
+                                   capture_output=True, text=True)
+            self.assertEqual(check.returncode, 1)
+            first = check.stderr.splitlines()[0]
+            self.assertRegex(first, r"^.*geogate\.toml:\d+:\d+: ")
+            logged = [json.loads(line)["msg"] for line in gw.stderr_text().splitlines()
+                      if line.startswith("{")]
+            self.assertIn(first, logged)  # the reload logged the same line
+        # The admin endpoint reports errors with their position too.
+        status, _, body = gw.admin("POST", "/admin/reload")
+        self.assertEqual(status, 422)
+        self.assertFalse(body["ok"])
+        self.assertRegex(body["errors"][0], r"geogate\.toml:\d+:\d+: .*nowhere")
+        # A fixed file is taken.
+        gw.write_config(good)
+        status, _, body = gw.admin("POST", "/admin/reload")
+        self.assertEqual((status, body["ok"]), (200, True))
+
+
+class CertificateRotationTest(unittest.TestCase):
+    def test_new_handshakes_present_the_new_certificate(self):
+        b1 = sim(self, "b1")
+        first, second = make_tls_files(), make_tls_files()
+        self.addCleanup(first.cleanup)
+        self.addCleanup(second.cleanup)
+        live = tempfile.mkdtemp(prefix="geogate-certs-")
+        self.addCleanup(shutil.rmtree, live, True)
+        cert, key = os.path.join(live, "edge.pem"), os.path.join(live, "edge.key")
+        shutil.copy(first.cert, cert)
+        shutil.copy(first.key, key)
+        cfg = GatewayConfig().region("r1").backend(b1, "r1")
+        cfg.listeners.append({"address": "127.0.0.1:0", "tls": {"cert": cert, "key": key}})
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+
+        def presented() -> bytes:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            with socket.create_connection(("127.0.0.1", gw.tls_port), timeout=5) as raw:
+                with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                    return s.getpeercert(binary_form=True)
+
+        def fingerprint(path) -> bytes:
+            with open(path) as f:
+                return ssl.PEM_cert_to_DER_cert(f.read())
+
+        self.assertEqual(presented(), fingerprint(first.cert))
+        # A connection opened before the rotation keeps working.
+        old = SseStream(gw.tls_url, "/v1/chat/completions", chat_body(MODEL, stream=True),
+                        tls_context=first.client_context())
+        shutil.copy(second.cert, cert + ".new")
+        shutil.copy(second.key, key + ".new")
+        os.replace(cert + ".new", cert)
+        os.replace(key + ".new", key)
+        gw.sighup()
+        wait_until(lambda: presented() == fingerprint(second.cert), 10)
+        self.assertEqual([d for _, d in old.events(timeout=10)][-1], "[DONE]")
+        old.close()
+        events = [d for _, d in SseStream(gw.tls_url, "/v1/chat/completions",
+                                          chat_body(MODEL, stream=True),
+                                          tls_context=second.client_context()).events(timeout=10)]
+        self.assertEqual(events[-1], "[DONE]")
+
+
+class BackendRemovalTest(unittest.TestCase):
+    def test_a_stream_outlives_the_reload_that_removes_its_backend(self):
+        b1 = sim(self, "b1", tokens=40, token_interval_ms=40)
+        b2 = sim(self, "b2")
+        with_b1 = GatewayConfig().region("r1").backend(b1, "r1")
+        without_b1 = GatewayConfig().region("r1").backend(b2, "r1")
+        gw = Gateway(with_b1)
+        gw.start(self)
+        gw.wait_until_ready()
+        with SseStream(gw.url, "/v1/chat/completions", chat_body(MODEL, stream=True)) as s:
+            self.assertEqual(s.headers["x-geogate-backend"], "b1")
+            self.assertIsNotNone(s.next_event(timeout=5))
+            gw.write_config(without_b1)
+            gw.sighup()
+            wait_until(lambda: gw.metric("geogate_config_reloads_total", result="success") >= 1, 10)
+            # New requests never go to the removed backend (b2 takes traffic
+            # after its first probe).
+            wait_until(lambda: gw.ready(), 10)
+            for _ in range(5):
+                status, headers, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+                self.assertEqual((status, headers["x-geogate-backend"]), (200, "b2"))
+            rest = [d for _, d in s.events(timeout=10)]
+        self.assertEqual(rest[-1], "[DONE]")
+        tokens = [json.loads(d)["choices"][0]["delta"].get("content") for d in rest[:-1]
+                  if json.loads(d)["choices"]]
+        self.assertEqual([t for t in tokens if t][-1], "b1:39 ")
+        self.assertEqual(b1.stats()["streams_completed"], 1)
+
+    def test_a_new_backend_waits_for_its_first_good_probe(self):
+        b1 = sim(self, "b1")
+        b2 = sim(self, "b2")
+        b2.pause()
+        self.addCleanup(b2.resume)
+        gw = Gateway(GatewayConfig().region("r1").backend(b1, "r1"))
+        gw.start(self)
+        gw.wait_until_ready()
+        gw.write_config(GatewayConfig().region("r1").backend(b1, "r1").backend(b2, "r1"))
+        gw.sighup()
+        wait_until(lambda: any(b["name"] == "b2" for b in gw.backends()), 10)
+        self.assertFalse(gw.backend("b2")["healthy"])
+        for _ in range(10):
+            _, headers, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual(headers["x-geogate-backend"], "b1")
+        b2.resume()
+        gw.wait_backend("b2")
+
+
+class GeoDatabaseReloadTest(unittest.TestCase):
+    @unittest.skipUnless(shutil.which("perl"), "needs perl with MaxMind::DB::Writer")
+    def test_sighup_reopens_the_database_and_a_bad_file_keeps_the_old_one(self):
+        work = tempfile.mkdtemp(prefix="geogate-geo-")
+        self.addCleanup(shutil.rmtree, work, True)
+        db = os.path.join(work, "geo.mmdb")
+        shutil.copy(CITY_DB, db)
+        eu, us = sim(self, "eu1"), sim(self, "us1")
+        cfg = GatewayConfig(residency_header=True).region("eu", "EU").region("us", "US")
+        cfg.backend(eu, "eu").backend(us, "us")
+        cfg.geo = {"database": db, "client_ip": "x-forwarded-for", "trusted_proxies": ["127.0.0.1/32"],
+                   "unknown": "anywhere"}
+        cfg.residency = [{"name": "eu", "continents": ["EU"], "allow_jurisdictions": ["EU"]},
+                         {"name": "anywhere", "allow_jurisdictions": ["EU", "US"]}]
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        gw.wait_backend("eu1")
+        gw.wait_backend("us1")
+
+        def rule_for(ip):
+            _, headers, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                      headers={"X-Forwarded-For": ip})
+            return headers.get("x-geogate-residency-rule")
+
+        self.assertEqual(rule_for("192.0.2.1"), "eu")  # DE
+        # A new database build moves 192.0.2.0/28 to the US.
+        with open(os.path.join(FIXTURES, "geo-fixture.json")) as f:
+            fixture = json.load(f)
+        for net in fixture["networks"]:
+            if net.get("country") == "DE":
+                net.update(country="US", continent="NA")
+        fixture["build_epoch"] = 1800000000
+        moved = os.path.join(work, "moved.json")
+        with open(moved, "w") as f:
+            json.dump(fixture, f)
+        subprocess.run(["perl", os.path.join(FIXTURES, "write-mmdb.pl"), moved,
+                        os.path.join(work, "new.mmdb"), os.path.join(work, "flat.mmdb")], check=True,
+                       capture_output=True)
+        os.replace(os.path.join(work, "new.mmdb"), db)
+        gw.sighup()
+        wait_until(lambda: rule_for("192.0.2.1") == "none", 10)
+        self.assertEqual(gw.metric("geogate_geo_database_build_timestamp_seconds"), 1800000000)
+        # A corrupt file: the reload keeps the loaded database and says so.
+        with open(db + ".bad", "wb") as f:
+            f.write(b"not a maxmind database" * 100)
+        os.replace(db + ".bad", db)
+        gw.sighup()
+        wait_until(lambda: gw.metric("geogate_geo_database_reload_failures_total") >= 1, 10)
+        self.assertEqual(rule_for("192.0.2.17"), "eu")  # FR: still placed by the old database
+
+
+class DrainTest(unittest.TestCase):
+    def test_admin_drain_readyz_then_doors_close_then_exit_zero(self):
+        b1 = sim(self, "b1", tokens=30, token_interval_ms=40)
+        cfg = GatewayConfig().region("r1").backend(b1, "r1")
+        cfg.upstream = {"drain_delay_ms": 500, "drain_timeout_ms": 10000}
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        with SseStream(gw.url, "/v1/chat/completions", chat_body(MODEL, stream=True)) as s:
+            self.assertIsNotNone(s.next_event(timeout=5))
+            status, _, body = gw.admin("POST", "/admin/drain")
+            self.assertEqual((status, body["draining"]), (202, True))
+            self.assertFalse(gw.ready())
+            self.assertEqual(gw.metric("geogate_draining"), 1)
+            # Still accepting during drain_delay (the anycast route is being withdrawn)...
+            status, _, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual(status, 200)
+            # ...then the doors close while the stream runs on.
+            wait_until(lambda: port_refuses("127.0.0.1", gw.port), 5)
+            events = [d for _, d in s.events(timeout=10)]
+        self.assertEqual(events[-1], "[DONE]")
+        self.assertEqual(gw.popen.wait(timeout=10), 0)
+
+    def test_second_sigterm_exits_at_once(self):
+        b1 = sim(self, "b1", tokens=200, token_interval_ms=50)
+        gw = Gateway(GatewayConfig().region("r1").backend(b1, "r1"))
+        gw.start(self)
+        gw.wait_until_ready()
+        s = SseStream(gw.url, "/v1/chat/completions", chat_body(MODEL, stream=True))
+        self.assertIsNotNone(s.next_event(timeout=5))
+        gw.signal(signal.SIGTERM)
+        time.sleep(0.2)
+        gw.signal(signal.SIGTERM)
+        self.assertEqual(gw.popen.wait(timeout=5), 1)
+        s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
