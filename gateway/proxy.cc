@@ -314,7 +314,9 @@ void ProxyCall::BuildUpstreamRequest() {
   // The usage chunk is requested for accounting when the client did not ask
   // for it; SseObserver strips it from the client's stream again.
   std::optional<std::string> rewritten = body_.Rewrite(ctx_.model_name(), /*request_usage=*/true);
-  up_.body() = rewritten ? std::move(*rewritten) : ctx_.req.body();
+  // The client's body is not needed again (its size is already recorded):
+  // move it rather than copy up to max_body_bytes per request.
+  up_.body() = rewritten ? std::move(*rewritten) : std::move(ctx_.req.body());
   up_.prepare_payload();
 }
 
@@ -334,8 +336,13 @@ net::awaitable<bool> ProxyCall::Run() {
     size_t backend = decision.plan[i];
     if (i > 0) {
       // A retry: counted against the process-wide budget so a region-wide
-      // failure does not multiply the load on what is left.
-      if (shared_.retry_budget != nullptr) {
+      // failure does not multiply the load on what is left. A request whose
+      // backend refused the connection, or was declared dead by the health
+      // checks while the request waited, cost that backend nothing: moving
+      // it is rerouting, not amplification, and never refused.
+      bool free_reroute = last.failure == FailureReason::kConnectRefused ||
+                          last.failure == FailureReason::kProbeTimeout;
+      if (shared_.retry_budget != nullptr && !free_reroute) {
         retry_slot_ = shared_.retry_budget->tryRetry();
         if (!retry_slot_) {
           worker_.metrics().retry_budget_exhausted++;

@@ -31,6 +31,7 @@ struct RequestContext {
   health::MonotonicTime start = std::chrono::steady_clock::now();
   std::string request_id;
   std::string_view path;  // target without the query
+  uint64_t bytes_in = 0;  // request body size (the body itself moves upstream)
 
   // ---- who ------------------------------------------------------------------
   routing::IpAddr client_ip;

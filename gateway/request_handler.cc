@@ -238,7 +238,7 @@ void Log(RequestContext& ctx) {
   r.stream = ctx.stream;
   r.ttft_ms = ctx.ttft_ms;
   r.duration_ms = duration_s * 1000;
-  r.bytes_in = ctx.req.body().size();
+  r.bytes_in = ctx.bytes_in;
   r.bytes_out = ctx.bytes_out;
   r.attempts = ctx.attempts;
   r.route_reason = ctx.route_reason;
@@ -264,6 +264,7 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
   ctx.request_id = IsAcceptableRequestId(rid) ? std::string(rid) : NewRequestId();
   std::string_view target = req.target();
   ctx.path = target.substr(0, target.find('?'));
+  ctx.bytes_in = req.body().size();
   ctx.worker.shared().active_requests.fetch_add(1, std::memory_order_relaxed);
 
   bool keep = false;

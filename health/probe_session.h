@@ -65,7 +65,9 @@ class ProbeSession {
   void onTimeout();
   void complete(const ProbeResult& result);
   void publishChange(HealthState from, FailureReason reason, int64_t now_ns);
-  void scheduleNext();
+  /// Arms the next probe; `immediately` skips the wait (a timed-out probe
+  /// whose verdict is pending).
+  void scheduleNext(bool immediately = false);
   void abandonProbe();
 
   ProbeContext& ctx_;
