@@ -2,8 +2,13 @@
 # Installs every Debian 12 package geogate needs to build, test, demo and
 # benchmark. Safe to run again: apt-get skips what is already there.
 #
-#   scripts/setup-debian.sh            everything (build, tests, demo, bench)
-#   scripts/setup-debian.sh --runtime  only the shared libraries geogate links
+#   scripts/setup-debian.sh               everything (build, tests, demo, bench)
+#   scripts/setup-debian.sh --build-only  only what `cmake --preset release`
+#                                         needs to build geogate (the Dockerfile)
+#   scripts/setup-debian.sh --runtime     only the shared libraries geogate links
+#   ... --print                           list the packages, one a line, and
+#                                         install nothing (tests/deploy checks
+#                                         every name is a Debian 12 package)
 set -euo pipefail
 
 runtime_pkgs=(
@@ -11,30 +16,53 @@ runtime_pkgs=(
   libabsl20220623 ca-certificates
 )
 
-build_pkgs=(
-  build-essential cmake ninja-build pkg-config git
+# Enough to compile the geogate binary (release preset, no tests).
+compile_pkgs=(
+  build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
-  libssl-dev openssl libmaxminddb-dev mmdb-bin libabsl-dev libtomlplusplus-dev
+  libssl-dev libmaxminddb-dev libabsl-dev libtomlplusplus-dev
+)
+
+build_pkgs=(
+  "${compile_pkgs[@]}" git openssl mmdb-bin
   catch2
   # test fixtures: MaxMind's own .mmdb writer
   libmaxmind-db-writer-perl
   # integration tests and tooling
   python3 curl ca-certificates iproute2 procps
   clang libclang-rt-14-dev clang-format
-  # metrics and alert-rule checks, manifest lint, anycast config check
-  prometheus yamllint bird2
+  # metrics and alert-rule checks, manifest lint and parsing, anycast config check
+  prometheus yamllint python3-yaml bird2
   # benchmarks: load generator and side-by-side peers
   wrk haproxy nginx-light linux-perf libbenchmark-dev
 )
 
-if [[ "${1:-}" == "--runtime" ]]; then
-  pkgs=("${runtime_pkgs[@]}")
-else
-  pkgs=("${build_pkgs[@]}")
-  # Node.js + npm for the end-to-end test with the official OpenAI SDK. Some
-  # images carry a NodeSource build whose nodejs package already contains npm
-  # and conflicts with Debian's npm package: only install when missing.
-  command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+mode=all
+print=0
+for arg in "$@"; do
+  case "$arg" in
+    --runtime) mode=runtime ;;
+    --build-only) mode=build-only ;;
+    --print) print=1 ;;
+    *) echo "usage: $0 [--runtime|--build-only] [--print]" >&2; exit 2 ;;
+  esac
+done
+
+case "$mode" in
+  runtime) pkgs=("${runtime_pkgs[@]}") ;;
+  build-only) pkgs=("${compile_pkgs[@]}") ;;
+  *)
+    pkgs=("${build_pkgs[@]}")
+    # Node.js + npm for the end-to-end test with the official OpenAI SDK. Some
+    # images carry a NodeSource build whose nodejs package already contains npm
+    # and conflicts with Debian's npm package: only install when missing.
+    command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+    ;;
+esac
+
+if [[ $print -eq 1 ]]; then
+  printf '%s\n' "${pkgs[@]}"
+  exit 0
 fi
 
 sudo=""
