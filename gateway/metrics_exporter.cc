@@ -171,6 +171,11 @@ std::string FormatMetrics(const MetricsInputs& in) {
            "When the running configuration was loaded successfully.");
   w.Sample("geogate_config_last_reload_success_timestamp_seconds", {},
            static_cast<double>(in.last_reload_ok_unix));
+  w.Family("geogate_config_last_reload_failure_timestamp_seconds", "gauge",
+           "When a reload was last rejected (0 = never); newer than the last success means "
+           "the file on disk is not what runs.");
+  w.Sample("geogate_config_last_reload_failure_timestamp_seconds", {},
+           static_cast<double>(in.last_reload_failed_unix));
   w.Family("geogate_config_generation", "gauge", "Generation of the running configuration.");
   w.Sample("geogate_config_generation", {}, static_cast<double>(rt.generation));
   w.Family("geogate_config_info", "gauge", "The running configuration (value is always 1).");

@@ -20,6 +20,7 @@ struct MetricsInputs {
   uint64_t reloads_ok = 0;
   uint64_t reloads_failed = 0;
   int64_t last_reload_ok_unix = 0;
+  int64_t last_reload_failed_unix = 0;  // 0 = never
   uint64_t geo_reload_failures = 0;
   int64_t open_connections = 0;
   int64_t active_requests = 0;

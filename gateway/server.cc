@@ -252,7 +252,10 @@ void Server::OnSignal(int signo) {
     Reload("SIGHUP");
     return;
   }
-  if (shared_.draining.load()) {
+  // Only a second *signal* forces the exit: a Kubernetes preStop that calls
+  // POST /admin/drain is followed by the kubelet's SIGTERM, which must let
+  // the drain it started finish.
+  if (termination_signals_++ > 0) {
     LogWarn("drain", "second termination signal: exiting now");
     forced_exit_ = true;
     exit_code_ = 1;
@@ -272,6 +275,7 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
       LogError("reload", e.ToString());
     }
     reloads_failed_++;
+    last_reload_failed_unix_ = absl::ToUnixSeconds(absl::Now());
     LogWarn("reload", absl::StrCat("reload (", ToAbsl(trigger), ") rejected: ", loaded.errors.size(),
                                    " error(s); the running configuration keeps serving"));
     return out;
@@ -284,6 +288,7 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
     out.errors.push_back(absl::StrCat(config_path_, ": ", rt.status().message()));
     LogError("reload", out.errors.back());
     reloads_failed_++;
+    last_reload_failed_unix_ = absl::ToUnixSeconds(absl::Now());
     return out;
   }
   for (const auto& w : out.warnings) LogWarn("reload", w);
@@ -378,6 +383,7 @@ net::awaitable<std::string> Server::MetricsText() {
   in.reloads_ok = reloads_ok_.load();
   in.reloads_failed = reloads_failed_.load();
   in.last_reload_ok_unix = last_reload_ok_unix_.load();
+  in.last_reload_failed_unix = last_reload_failed_unix_.load();
   in.geo_reload_failures = geo_reload_failures_;
   in.open_connections = shared_.open_connections.load();
   in.active_requests = shared_.active_requests.load();

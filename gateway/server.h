@@ -91,6 +91,8 @@ class Server {
   std::atomic<uint64_t> reloads_ok_{0};
   std::atomic<uint64_t> reloads_failed_{0};
   std::atomic<int64_t> last_reload_ok_unix_{0};
+  std::atomic<int64_t> last_reload_failed_unix_{0};
+  int termination_signals_ = 0;
   uint64_t generation_ = 0;
   uint64_t geo_reload_failures_ = 0;
 };

@@ -4,7 +4,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 need=0
-for cmd in cmake ninja g++ pkg-config python3 openssl mmdblookup perl promtool wrk haproxy nginx clang++ npm; do
+for cmd in cmake ninja g++ pkg-config python3 openssl mmdblookup perl promtool wrk haproxy nginx clang++ npm yamllint bird; do
   command -v "$cmd" >/dev/null 2>&1 || need=1
 done
 for f in /usr/include/boost/beast.hpp /usr/include/boost/json.hpp /usr/include/boost/url.hpp \
@@ -12,6 +12,7 @@ for f in /usr/include/boost/beast.hpp /usr/include/boost/json.hpp /usr/include/b
          /usr/include/absl/container/flat_hash_map.h /usr/lib/x86_64-linux-gnu/perl5/5.36/MaxMind/DB/Writer.pm; do
   [[ -e "$f" ]] || need=1
 done
+python3 -c 'import yaml' 2>/dev/null || need=1
 if [[ $need -eq 1 ]]; then
   echo "==> installing Debian packages (scripts/setup-debian.sh)"
   "$here/setup-debian.sh"

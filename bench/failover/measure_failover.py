@@ -81,7 +81,8 @@ def main() -> int:
             gw.wait_backend("b2")
             with StreamLoad(gw.url, 6) as load:
                 wait_until(lambda: len(load.results) >= 20, 20)
-                t0 = time.monotonic()
+                # t0 is when the failure is in place: after the command that
+                # applies it returns (ip netns exec takes tens of ms to run).
                 if mode == "kill -9":
                     b1.kill()
                 elif mode == "kill -STOP":
@@ -89,6 +90,7 @@ def main() -> int:
                 else:
                     subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "ggbhb", "down"],
                                    check=True)
+                t0 = time.monotonic()
                 while gw.backend("b1")["healthy"]:
                     time.sleep(0.002)
                 detected = time.monotonic() - t0

@@ -122,6 +122,8 @@ EXPORTED = {
     "geogate_backend_state_changes_total": ("counter", {"backend"}),
     "geogate_config_reloads_total": ("counter", {"result"}),
     "geogate_config_last_reload_success_timestamp_seconds": ("gauge", set()),
+    "geogate_residency_rule_available": ("gauge", {"rule"}),
+    "geogate_config_last_reload_failure_timestamp_seconds": ("gauge", set()),
     "geogate_config_generation": ("gauge", set()),
     "geogate_config_info": ("gauge", {"hash", "edge"}),
     "geogate_ready": ("gauge", set()),
@@ -145,7 +147,6 @@ EXPORTED = {
 PLANNED = {
     "geogate_pool_utilization": ("gauge", {"region", "gpu", "model", "window"}),
     "geogate_pool_desired_backends": ("gauge", {"region", "gpu", "model"}),
-    "geogate_residency_rule_available": ("gauge", {"rule"}),
     "geogate_reserved_idle_cost_dollars_per_hour": ("gauge", {"region", "gpu"}),
     "geogate_tenant_budget_used_ratio": ("gauge", {"tenant"}),
     "geogate_cost_dollars_total": ("counter", {"tenant", "backend", "model"}),

@@ -111,7 +111,7 @@ class RuleContentTest(unittest.TestCase):
             "failover rate": "geogate_failovers_total",
             "residency rejections": 'geogate_residency_decisions_total{outcome="denied"}',
             "utilization": "geogate_pool_utilization",
-            "reload failing": 'geogate_config_reloads_total{result="failure"}',
+            "reload failing": "geogate_config_last_reload_failure_timestamp_seconds",
             "certificate expiry": "geogate_tls_certificate_expiry_timestamp_seconds",
             "geo database age": "geogate_geo_database_build_timestamp_seconds",
             "readiness": "geogate_ready",
