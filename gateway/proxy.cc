@@ -525,7 +525,9 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   bool keep_alive = ctx_.req.keep_alive() && (length || chunked) &&
                     !shared_.draining.load(std::memory_order_relaxed);
 
-  SseObserver observer(sse, ctx_.include_usage);
+  // The usage chunk can only be removed from a body the gateway re-frames
+  // (chunked): a Content-Length body is relayed byte for byte.
+  SseObserver observer(sse, ctx_.include_usage || !chunked);
   ResponseHead head(upstream_head.result_int(), upstream_head.reason(), ctx_.req.version());
   ResponseTags tags{ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name,
                     ctx_.request_id,
@@ -595,8 +597,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       co_return r;
     }
   }
+  std::string_view rest = observer.Finish();  // also reads a JSON body's usage
   if (chunked) {
-    std::string_view rest = observer.Finish();
     std::string tail;
     if (!rest.empty())
       tail = absl::StrCat(absl::Hex(rest.size()), "\r\n", absl::string_view(rest.data(), rest.size()), "\r\n");
