@@ -41,10 +41,11 @@ double MillisSince(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
 
-template <class D>
-health::Millis ClampMillis(D d) {
-  auto ms = std::chrono::duration_cast<health::Millis>(d);
-  return std::max(ms, health::Millis(1));
+// Time left until `deadline`, at least 1 ms; a far deadline saturates.
+health::Millis Remaining(Clock::time_point deadline) {
+  auto now = Clock::now();
+  if (deadline - now > std::chrono::hours(24)) return std::chrono::hours(24);
+  return std::max(std::chrono::duration_cast<health::Millis>(deadline - now), health::Millis(1));
 }
 
 // Folds a new sample into an EWMA kept in an atomic (microseconds; -1 =
@@ -352,7 +353,10 @@ net::awaitable<bool> ProxyCall::Run() {
       worker_.metrics().failovers.Add({health::FailureReasonName(last.failure)});
     }
     ctx_.attempts++;
-    last = co_await Attempt(backend, deadline);
+    // The first attempt may use all of first_token_timeout_ms (a long
+    // prompt's prefill is legitimate); retries start only before the retry
+    // deadline and are cut at it.
+    last = co_await Attempt(backend, i == 0 ? Clock::time_point::max() : deadline);
     if (last.committed) co_return last.keep_alive;
     if (last.client_gone) {
       ctx_.status = 499;
@@ -396,7 +400,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   std::optional<http::response_parser<http::buffer_body>> parser;
   for (;;) {
     if (!conn) {
-      auto budget = ClampMillis(deadline - Clock::now());
+      auto budget = Remaining(deadline);
       ConnectResult cr = co_await worker_.pool().Connect(b, ctx_.rt.backend_tls[backend],
                                                          std::min(up_cfg_.connect_timeout, budget));
       if (watch_.gone()) {
@@ -416,7 +420,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     parser.emplace();
     parser->body_limit(boost::none);
     parser->header_limit(64 * 1024);
-    auto ttft_budget = std::min(up_cfg_.first_token_timeout, ClampMillis(deadline - Clock::now()));
+    auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline));
     conn->stream.lowest().expires_after(ttft_budget);
     auto [wec, wn] = co_await http::async_write(conn->stream, up_, kUseTuple);
     boost::system::error_code ec = wec;
