@@ -62,8 +62,7 @@ void AppendNumber(std::string& out, double v) {
 std::string FormatRfc3339(int64_t unix_ms) {
   // absl's RFC3339_sec writes UTC as "+00:00"; "Z" is what people and
   // warehouses expect.
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(unix_ms),
-                          absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(unix_ms), absl::UTCTimeZone());
 }
 
 void AppendShowbackLine(const ShowbackBucket& b, std::string_view edge, std::string& out) {
