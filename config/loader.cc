@@ -112,6 +112,8 @@ void ReadDocument(const toml::table& root, ReadContext& ctx, Draft& d) {
   ReadGeo(top, ctx, d);
   ReadHealth(top, d);
   ReadRouting(top, d);
+  ReadShowback(top, ctx, d);
+  ReadCapacity(top, d);
   ReadRegions(top, d);
   ReadBackends(top, ctx, d);
   ReadModels(top, d);

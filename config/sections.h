@@ -15,6 +15,8 @@ void ReadGateway(TableReader& root, ReadContext& ctx, Draft& draft);   // read_g
 void ReadGeo(TableReader& root, ReadContext& ctx, Draft& draft);       // read_geo.cc
 void ReadHealth(TableReader& root, Draft& draft);                      // read_tuning.cc
 void ReadRouting(TableReader& root, Draft& draft);                     // read_tuning.cc
+void ReadShowback(TableReader& root, ReadContext& ctx, Draft& draft);  // read_showback.cc
+void ReadCapacity(TableReader& root, Draft& draft);                    // read_showback.cc
 void ReadRegions(TableReader& root, Draft& draft);                     // read_catalog.cc
 void ReadBackends(TableReader& root, ReadContext& ctx, Draft& draft);  // read_catalog.cc
 void ReadModels(TableReader& root, Draft& draft);                      // read_catalog.cc

@@ -131,6 +131,18 @@ struct Routing {
   Millis sample_stale{10000};  // a TTFT EWMA older than this decays back to the prior
 };
 
+/// [showback]: where closed per-minute usage buckets are kept (docs/showback.md).
+struct Showback {
+  std::string file;             // absolute path of the JSON-lines file; "" = memory only
+  uint32_t window_hours = 168;  // how long buckets stay queryable in memory (1..8760)
+};
+
+/// [capacity]: the utilisation and scaling signals (docs/showback.md).
+struct Capacity {
+  double target_utilization = 0.70;  // 0 < x <= 1; what desired backend counts aim for
+  Millis sample_interval{1000};      // how often the server samples backend in-flight counts
+};
+
 struct Region {
   std::string name;
   std::string jurisdiction;
@@ -200,6 +212,8 @@ struct Snapshot {
   Geo geo;
   Health health;
   Routing routing;
+  Showback showback;
+  Capacity capacity;
   std::vector<Region> regions;
   std::vector<Backend> backends;
   std::vector<Model> models;  // one entry per canonical model (declared or implied by a backend)
