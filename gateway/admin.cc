@@ -102,8 +102,8 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
         res.body() = "ready\n";
       } else {
         res.result(http::status::service_unavailable);
-        res.body() = server_.draining() ? "not ready: draining\n"
-                                        : "not ready: no healthy backend yet\n";
+        res.body() =
+            server_.draining() ? "not ready: draining\n" : "not ready: no healthy backend yet\n";
       }
     } else if (path == "/metrics" && get) {
       res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
@@ -114,21 +114,32 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
       json(http::status::ok, server_.ConfigJson());
     } else if (path == "/admin/geo" && get) {
       json(http::status::ok, server_.GeoJson());
+    } else if (path == "/admin/showback" && get) {
+      // An owned copy: the query outlives suspension points inside ShowbackQuery.
+      std::string query;
+      if (size_t q = target.find('?'); q != std::string_view::npos)
+        query.assign(target.substr(q + 1));
+      std::tuple<unsigned, std::string, std::string> reply =
+          co_await server_.ShowbackQuery(std::move(query));
+      res.result(static_cast<http::status>(std::get<0>(reply)));
+      res.set(http::field::content_type, std::get<1>(reply));
+      res.body() = std::move(std::get<2>(reply));
+    } else if (path == "/admin/capacity" && get) {
+      json(http::status::ok, server_.CapacityJson());
     } else if (path == "/admin/reload" && post) {
       ReloadOutcome r = server_.Reload("POST /admin/reload");
       json(r.ok ? http::status::ok : http::status::unprocessable_entity,
            absl::StrCat("{\"ok\":", r.ok ? "true" : "false", ",\"generation\":", r.generation,
-                        ",\"backends\":", JsonList({r.backend_changes}),
-                        ",\"errors\":", JsonList(r.errors), ",\"warnings\":", JsonList(r.warnings),
-                        "}"));
+                        ",\"backends\":", JsonList({r.backend_changes}), ",\"errors\":",
+                        JsonList(r.errors), ",\"warnings\":", JsonList(r.warnings), "}"));
     } else if (path == "/admin/drain" && post) {
       server_.BeginDrain("POST /admin/drain");
       json(http::status::accepted, "{\"draining\":true}");
     } else {
       json(http::status::not_found,
-           ErrorBody(ErrorKind::kNotFound, absl::StrCat("no admin endpoint ",
-                                                        std::string(req.method_string()), " ",
-                                                        std::string(path))));
+           ErrorBody(ErrorKind::kNotFound,
+                     absl::StrCat("no admin endpoint ", std::string(req.method_string()), " ",
+                                  std::string(path))));
     }
     res.keep_alive(req.keep_alive());
     res.prepare_payload();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "absl/strings/str_format.h"
 #include "gateway/metrics.h"
@@ -28,11 +29,25 @@ uint64_t Word(int32_t month, int64_t micros) {
   return (m << kMonthShift) | v;
 }
 
+/// Budget limits: to the nearest micro-dollar.
 int64_t ToMicros(double dollars) {
   if (!std::isfinite(dollars) || dollars <= 0) return 0;
   double micros = std::round(dollars * 1e6);
   return micros >= static_cast<double>(kMicrosMask) ? static_cast<int64_t>(kMicrosMask)
                                                     : static_cast<int64_t>(micros);
+}
+
+/// Charges: rounded stochastically (up with the probability of the
+/// fraction), so the many sub-micro-dollar charges of short requests on
+/// cheap GPUs add up to the right expected spend instead of rounding to 0.
+int64_t ChargeMicros(double dollars) {
+  if (!std::isfinite(dollars) || dollars <= 0) return 0;
+  double micros = dollars * 1e6;
+  if (micros >= static_cast<double>(kMicrosMask)) return static_cast<int64_t>(kMicrosMask);
+  double whole = std::floor(micros);
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  return static_cast<int64_t>(whole) + (u < micros - whole ? 1 : 0);
 }
 
 std::string MonthName(int32_t month) {
@@ -53,7 +68,7 @@ bool BudgetState::Exceeded(int64_t now_unix_ms) const {
 }
 
 void BudgetState::Charge(double dollars, int64_t now_unix_ms) {
-  int64_t add = ToMicros(dollars);
+  int64_t add = ChargeMicros(dollars);
   if (add == 0) return;
   int32_t month = UtcMonthOf(now_unix_ms);
   uint64_t w = spend_.load(std::memory_order_relaxed);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "gateway/headers.h"
 #include "gateway/response_head.h"
+#include "gateway/showback_record.h"
 #include "gateway/sse_observer.h"
 #include "health/health_service.h"
 #include "health/retry_budget.h"
@@ -108,20 +109,18 @@ class DisconnectWatch {
   };
 
   static void Arm(const std::shared_ptr<State>& st) {
-    st->client->async_wait(net::ip::tcp::socket::wait_read,
-                           [st](boost::system::error_code ec) {
-                             if (ec || !st->active || st->client == nullptr) return;
-                             char byte;
-                             ssize_t n = ::recv(st->client->native_handle(), &byte, 1,
-                                                MSG_PEEK | MSG_DONTWAIT);
-                             if (n > 0) return;  // data, not a close: stop watching
-                             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                               Arm(st);
-                               return;
-                             }
-                             st->gone = true;
-                             if (st->target != nullptr) st->target->close();
-                           });
+    st->client->async_wait(net::ip::tcp::socket::wait_read, [st](boost::system::error_code ec) {
+      if (ec || !st->active || st->client == nullptr) return;
+      char byte;
+      ssize_t n = ::recv(st->client->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return;  // data, not a close: stop watching
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        Arm(st);
+        return;
+      }
+      st->gone = true;
+      if (st->target != nullptr) st->target->close();
+    });
   }
 
   std::shared_ptr<State> state_;
@@ -189,8 +188,8 @@ struct AttemptResult {
 
 FailureReason ClassifyExchangeError(const boost::system::error_code& ec) {
   if (ec == beast::error::timeout) return FailureReason::kFirstTokenTimeout;
-  if (ec.category() == http::make_error_code(http::error::bad_method).category() && ec != http::error::end_of_stream &&
-      ec != http::error::partial_message)
+  if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+      ec != http::error::end_of_stream && ec != http::error::partial_message)
     return FailureReason::kProtocolError;
   return FailureReason::kReset;
 }
@@ -245,8 +244,7 @@ net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, i
   ErrorSpec spec = SpecOf(kind);
   ctx_.status = spec.status;
   ctx_.error_code = spec.code;
-  co_return co_await ctx_.session.SendError(&ctx_.req, kind, message, ctx_.request_id,
-                                            retry_after);
+  co_return co_await ctx_.session.SendError(&ctx_.req, kind, message, ctx_.request_id, retry_after);
 }
 
 void ProxyCall::ReportFailure(size_t backend, FailureReason reason) {
@@ -291,10 +289,10 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
                     1);
       co_return false;
     case routing::Outcome::kCapacity:
-      co_await Fail(ErrorKind::kCapacityExhausted,
-                    "every allowed backend for model '" + std::string(ctx_.model_name()) +
-                        "' is at capacity",
-                    1);
+      co_await Fail(
+          ErrorKind::kCapacityExhausted,
+          "every allowed backend for model '" + std::string(ctx_.model_name()) + "' is at capacity",
+          1);
       co_return false;
   }
   co_return false;
@@ -369,12 +367,12 @@ net::awaitable<bool> ProxyCall::Run() {
 }
 
 net::awaitable<bool> ProxyCall::FailAll(const AttemptResult& last) {
-  std::string detail = absl::StrCat("after ", ctx_.attempts, " attempt(s): ",
-                                    health::FailureReasonName(last.failure),
-                                    last.detail.empty() ? "" : " (", last.detail,
-                                    last.detail.empty() ? "" : ")");
+  std::string detail = absl::StrCat(
+      "after ", ctx_.attempts, " attempt(s): ", health::FailureReasonName(last.failure),
+      last.detail.empty() ? "" : " (", last.detail, last.detail.empty() ? "" : ")");
   if (ctx_.attempts == 0)
-    co_return co_await Fail(ErrorKind::kUpstreamFailed, "retry deadline reached before any attempt");
+    co_return co_await Fail(ErrorKind::kUpstreamFailed,
+                            "retry deadline reached before any attempt");
   if (last.failure == FailureReason::kFirstTokenTimeout)
     co_return co_await Fail(ErrorKind::kFirstTokenTimeout,
                             "no backend produced a first token in time " + detail);
@@ -425,7 +423,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     auto [wec, wn] = co_await http::async_write(conn->stream, up_, kUseTuple);
     boost::system::error_code ec = wec;
     if (!ec) {
-      auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, *parser, kUseTuple);
+      auto [rec, rn] =
+          co_await http::async_read_header(conn->stream, conn->buffer, *parser, kUseTuple);
       ec = rec;
     }
     if (!ec) break;
@@ -493,7 +492,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   ctx_.status = r.upstream_status;
   // The TTFT EWMA learns only from successful answers; the probe measures RTT.
   if (r.upstream_status < 400) {
-    UpdateEwma(state.ttft_ewma_us, static_cast<int64_t>(ttft_ms * 1000), ctx_.cfg.routing.ewma_alpha);
+    UpdateEwma(state.ttft_ewma_us, static_cast<int64_t>(ttft_ms * 1000),
+               ctx_.cfg.routing.ewma_alpha);
     state.ttft_at_ns.store(health::ToNanos(t_first), std::memory_order_relaxed);
     worker_.metrics().ttft.Observe({b.name}, ttft_ms / 1000.0);
   }
@@ -533,10 +533,9 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   // (chunked): a Content-Length body is relayed byte for byte.
   SseObserver observer(sse, ctx_.include_usage || !chunked);
   ResponseHead head(upstream_head.result_int(), upstream_head.reason(), ctx_.req.version());
-  ResponseTags tags{ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name,
-                    ctx_.request_id,
-                    ctx_.cfg.gateway.residency_header ? ctx_.residency.RuleLabel(ctx_.cfg)
-                                                      : std::string_view()};
+  ResponseTags tags{
+      ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name, ctx_.request_id,
+      ctx_.cfg.gateway.residency_header ? ctx_.residency.RuleLabel(ctx_.cfg) : std::string_view()};
   PrepareClientResponseHeaders(upstream_head.base(), head.fields(), tags);
   head.SetFraming(length, chunked, keep_alive);
   if (sse) shared_.active_streams.fetch_add(1, std::memory_order_relaxed);
@@ -588,7 +587,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       } else {
         ctx_.session.Close();
       }
-      AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - stream_start).count());
+      AccountTokens(backend, observer,
+                    std::chrono::duration<double>(Clock::now() - stream_start).count());
       co_return r;
     }
     size_t got = sizeof relay_buf_ - parser.get().body().size;
@@ -597,7 +597,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       worker_.metrics().client_disconnects++;
       r.keep_alive = false;
       r.client_gone = true;
-      AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - stream_start).count());
+      AccountTokens(backend, observer,
+                    std::chrono::duration<double>(Clock::now() - stream_start).count());
       co_return r;
     }
   }
@@ -605,7 +606,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   if (chunked) {
     std::string tail;
     if (!rest.empty())
-      tail = absl::StrCat(absl::Hex(rest.size()), "\r\n", absl::string_view(rest.data(), rest.size()), "\r\n");
+      tail = absl::StrCat(absl::Hex(rest.size()), "\r\n",
+                          absl::string_view(rest.data(), rest.size()), "\r\n");
     tail += "0\r\n\r\n";
     client.lowest().expires_after(up_cfg_.stream_idle_timeout);
     auto [ec, n] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
@@ -613,7 +615,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     if (ec) keep_alive = false;
   }
   client.lowest().expires_never();
-  AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - stream_start).count());
+  AccountTokens(backend, observer,
+                std::chrono::duration<double>(Clock::now() - stream_start).count());
   upstream_reusable = parser.keep_alive();
   r.keep_alive = keep_alive;
   co_return r;
@@ -646,19 +649,32 @@ net::awaitable<bool> ProxyCall::WriteToClient(std::string_view data, ResponseHea
 void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds) {
   const config::Backend& b = ctx_.cfg.backends[backend];
   WorkerMetrics& m = worker_.metrics();
-  for (double gap : sse.token_gaps()) m.token_gap.Observe({b.name}, gap);
+  for (double gap : sse.token_gaps())
+    m.token_gap.Observe({b.name}, gap);
   ctx_.prompt_tokens = sse.prompt_tokens();
   ctx_.completion_tokens = sse.completion_tokens();
   ctx_.tokens_estimated = sse.estimated();
-  // The request's share of one GPU for as long as it streamed.
-  ctx_.gpu_seconds = stream_seconds / std::max<double>(1, b.capacity);
-  ctx_.cost = ctx_.gpu_seconds * b.cost_per_hour / 3600.0;
   const config::Tenant* t = ctx_.tenant_config();
-  std::string_view tenant = t ? std::string_view(t->name) : "none";
+  std::string_view tenant = t ? std::string_view(t->name) : std::string_view();
+  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  // GPU-seconds = stream wall time / capacity (the request's share of one
+  // GPU); cost = GPU-seconds x cost_per_hour / 3600 (docs/showback.md).
+  ShowbackRecord rec =
+      MakeShowbackRecord(ctx_.cfg, backend, tenant, ctx_.model_name(), ctx_.prompt_tokens,
+                         ctx_.completion_tokens, ctx_.tokens_estimated, stream_seconds, now_ms);
+  ctx_.gpu_seconds = rec.gpu_seconds;
+  ctx_.cost = rec.cost;
+  worker_.showback_ledger().Add(rec);
+  m.showback.Add(rec);
+  if (ctx_.tenant != kNoIndex) ctx_.rt.budgets[ctx_.tenant]->Charge(rec.cost, now_ms);
+  std::string_view tenant_label = t ? tenant : std::string_view("none");
   if (ctx_.prompt_tokens > 0)
-    m.tokens.Add({b.name, ctx_.model_name(), tenant, "prompt"}, static_cast<double>(ctx_.prompt_tokens));
+    m.tokens.Add({b.name, ctx_.model_name(), tenant_label, "prompt"},
+                 static_cast<double>(ctx_.prompt_tokens));
   if (ctx_.completion_tokens > 0)
-    m.tokens.Add({b.name, ctx_.model_name(), tenant, "completion"},
+    m.tokens.Add({b.name, ctx_.model_name(), tenant_label, "completion"},
                  static_cast<double>(ctx_.completion_tokens));
 }
 

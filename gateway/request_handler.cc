@@ -7,6 +7,7 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "gateway/budget_tracker.h"
 #include "gateway/headers.h"
 #include "gateway/proxy.h"
 #include "gateway/request_context.h"
@@ -20,7 +21,8 @@ namespace {
 std::string_view StatusLabel(unsigned status) {
   static const auto kLabels = [] {
     std::array<std::string, 600> labels;
-    for (unsigned i = 0; i < labels.size(); ++i) labels[i] = std::to_string(i);
+    for (unsigned i = 0; i < labels.size(); ++i)
+      labels[i] = std::to_string(i);
     return labels;
   }();
   return status < kLabels.size() ? std::string_view(kLabels[status]) : "other";
@@ -43,7 +45,8 @@ bool Authenticate(RequestContext& ctx) {
   if (auth.size() <= kBearer.size() || !beast::iequals(auth.substr(0, kBearer.size()), kBearer))
     return false;
   std::string_view key = auth.substr(kBearer.size());
-  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
+  while (!key.empty() && key.front() == ' ')
+    key.remove_prefix(1);
   std::string digest(SHA256_DIGEST_LENGTH, '\0');
   SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(),
          reinterpret_cast<unsigned char*>(digest.data()));
@@ -71,8 +74,8 @@ void ResolveGeo(RequestContext& ctx) {
     }
     if (!joined.empty()) xff = joined;
   }
-  ctx.client_ip = routing::ResolveClientIp(ctx.cfg.geo, ctx.session.peer(), xff,
-                                           ctx.session.proxy_source());
+  ctx.client_ip =
+      routing::ResolveClientIp(ctx.cfg.geo, ctx.session.peer(), xff, ctx.session.proxy_source());
   ctx.client_ip_text = ctx.client_ip.ToString();
   if (ctx.rt.geo) ctx.geo = ctx.rt.geo->Lookup(ctx.client_ip);
   std::optional<std::string_view> narrowing;
@@ -92,9 +95,9 @@ net::awaitable<bool> CheckResidency(RequestContext& ctx, bool& keep) {
       keep = co_await Fail(ctx, ErrorKind::kBadResidencyHeader, ctx.residency.reason);
       co_return false;
     case routing::ResidencyOutcome::kDenied:
-      keep = co_await Fail(ctx, ErrorKind::kResidencyDenied,
-                           "data residency policy allows no region for this request: " +
-                               ctx.residency.reason);
+      keep = co_await Fail(
+          ctx, ErrorKind::kResidencyDenied,
+          "data residency policy allows no region for this request: " + ctx.residency.reason);
       co_return false;
   }
   co_return false;
@@ -153,7 +156,7 @@ net::awaitable<bool> HandleModels(RequestContext& ctx) {
   bool keep_alive =
       ctx.req.keep_alive() && !ctx.worker.shared().draining.load(std::memory_order_relaxed);
   bool ok = co_await ctx.session.Send(res, keep_alive);
-  co_return ok && keep_alive;
+  co_return ok&& keep_alive;
 }
 
 net::awaitable<bool> HandleInference(RequestContext& ctx) {
@@ -168,9 +171,17 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
       if (!rd.allowed) {
         ctx.worker.metrics().tenant_rejections.Add({t->name, "rate"});
         int retry = static_cast<int>((rd.retry_after_ns + 999'999'999) / 1'000'000'000);
-        co_return co_await Fail(ctx, ErrorKind::kRateLimited,
-                                "tenant request rate limit exceeded", std::max(1, retry));
+        co_return co_await Fail(ctx, ErrorKind::kRateLimited, "tenant request rate limit exceeded",
+                                std::max(1, retry));
       }
+    }
+    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    if (ctx.rt.budgets[ctx.tenant]->Exceeded(now_ms)) {
+      ctx.worker.metrics().tenant_rejections.Add({t->name, "budget"});
+      co_return co_await Fail(ctx, ErrorKind::kBudgetExceeded, "tenant monthly budget is spent",
+                              static_cast<int>(BudgetRetryAfterSeconds(now_ms)));
     }
     if (!slot.Acquire(state, t->max_concurrent)) {
       ctx.worker.metrics().tenant_rejections.Add({t->name, "concurrency"});
@@ -276,9 +287,9 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
   } else if (req.method() == http::verb::post && ctx.path.starts_with("/v1/")) {
     keep = co_await HandleInference(ctx);
   } else {
-    keep = co_await Fail(ctx, ErrorKind::kNotFound,
-                         "Unknown request URL: " + std::string(req.method_string()) + " " +
-                             std::string(ctx.path));
+    keep = co_await Fail(
+        ctx, ErrorKind::kNotFound,
+        "Unknown request URL: " + std::string(req.method_string()) + " " + std::string(ctx.path));
   }
   ctx.worker.shared().active_requests.fetch_sub(1, std::memory_order_relaxed);
   Log(ctx);

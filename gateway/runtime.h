@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/snapshot.h"
+#include "gateway/budget_tracker.h"
 #include "gateway/tenant_limits.h"
 #include "gateway/tls.h"
 #include "health/health_table.h"
@@ -29,6 +30,8 @@ struct Runtime {
   std::vector<SslContextPtr> backend_tls;
   /// tenants[i] is the rate/concurrency state of config->tenants[i].
   std::vector<TenantStatePtr> tenants;
+  /// budgets[i] is the monthly spend of config->tenants[i].
+  std::vector<BudgetStatePtr> budgets;
   uint64_t generation = 0;
 };
 

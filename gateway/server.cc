@@ -14,9 +14,14 @@
 #include "absl/strings/str_join.h"
 #include "config/loader.h"
 #include "gateway/admin.h"
+#include "gateway/capacity_export.h"
+#include "gateway/capacity_report.h"
 #include "gateway/log.h"
 #include "gateway/metrics_exporter.h"
 #include "gateway/openai_error.h"
+#include "gateway/showback_counters.h"
+#include "gateway/showback_format.h"
+#include "gateway/showback_query.h"
 #include "gateway/strings.h"
 #include "routing/decide.h"
 #include "routing/live_health_view.h"
@@ -30,6 +35,12 @@ namespace {
 
 using ReusePort = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 constexpr auto kDrainTick = std::chrono::milliseconds(50);
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 size_t WorkerCount(const config::Snapshot& s) {
   if (s.gateway.workers != 0) return s.gateway.workers;
@@ -66,7 +77,8 @@ Server::Server(std::string config_path, config::SnapshotConstPtr initial)
     : config_path_(std::move(config_path)), started_with_(std::move(initial)) {}
 
 Server::~Server() {
-  for (auto& w : workers_) w->Stop();
+  for (auto& w : workers_)
+    w->Stop();
   if (health_) health_->Stop();
   if (access_log_) access_log_->Close();
 }
@@ -79,7 +91,8 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
   // Geo database: reopened on every reload; a file that fails to open keeps
   // the previous database when there is one.
   if (!snap->geo.database.empty()) {
-    bool same_path = previous && previous->geo && previous->config->geo.database == snap->geo.database &&
+    bool same_path = previous && previous->geo &&
+                     previous->config->geo.database == snap->geo.database &&
                      previous->config->geo.country_field == snap->geo.country_field &&
                      previous->config->geo.continent_field == snap->geo.continent_field;
     if (!reopen_geo && same_path) {
@@ -138,6 +151,7 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
 
   rt->backends = health_table_.Bind(*snap);
   rt->tenants = tenant_limits_.Bind(*snap);
+  rt->budgets = budgets_.Bind(*snap);
   rt->generation = ++generation_;
   return RuntimeConstPtr(std::move(rt));
 }
@@ -165,7 +179,8 @@ absl::Status Server::StartListeners() {
 
 void Server::Publish(RuntimeConstPtr rt) {
   current_ = rt;
-  for (auto& w : workers_) w->Publish(rt);
+  for (auto& w : workers_)
+    w->Publish(rt);
   if (health_) health_->Update(rt->config, rt->backends);
 }
 
@@ -182,12 +197,12 @@ int Server::Run() {
   retry_budget_ = std::make_unique<health::RetryBudget>(cfg.gateway.upstream.retry_budget_percent,
                                                         cfg.gateway.upstream.retry_budget_min);
   shared_.retry_budget = retry_budget_.get();
-  health_ = health::HealthService::Create(health::HealthService::Options{
-      [](const health::StateChange& c) {
-        std::string msg = absl::StrCat("backend ", c.backend, " ", health::HealthStateName(c.from),
-                                       " -> ", health::HealthStateName(c.to),
-                                       " (", health::FailureReasonName(c.reason), ")",
-                                       c.ejected ? " by outlier detection" : "");
+  health_ = health::HealthService::Create(
+      health::HealthService::Options{[](const health::StateChange& c) {
+        std::string msg =
+            absl::StrCat("backend ", c.backend, " ", health::HealthStateName(c.from), " -> ",
+                         health::HealthStateName(c.to), " (", health::FailureReasonName(c.reason),
+                         ")", c.ejected ? " by outlier detection" : "");
         if (c.to == health::HealthState::kHealthy)
           LogInfo("health", msg);
         else
@@ -202,8 +217,26 @@ int Server::Run() {
   }
   current_ = *rt;
 
+  // Showback: replay what earlier runs wrote, so budgets and queries start
+  // from it; a restart loses nothing already written.
+  int64_t now_ms = UnixMs();
+  auto replay = showback_.Open(ShowbackStoreOptions::From(cfg), now_ms);
+  if (!replay.ok()) {
+    LogError("startup", ToStd(replay.status().message()));
+    return 1;
+  }
+  if (!cfg.showback.file.empty())
+    LogInfo("showback",
+            absl::StrCat("replayed ", replay->loaded, " bucket(s) from ", cfg.showback.file,
+                         replay->malformed
+                             ? absl::StrCat(", skipped ", replay->malformed, " malformed line(s)")
+                             : ""));
+  budgets_.Seed(showback_.MonthSpend(now_ms), now_ms);
+  utilization_.set_sample_interval(cfg.capacity.sample_interval);
+
   size_t n = WorkerCount(cfg);
-  for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, shared_));
+  for (size_t i = 0; i < n; ++i)
+    workers_.push_back(std::make_unique<Worker>(i, shared_));
   if (auto st = StartListeners(); !st.ok()) {
     LogError("startup", ToStd(st.message()));
     return 1;
@@ -218,14 +251,16 @@ int Server::Run() {
 
   health_->Start();
   health_->Update(current_->config, current_->backends);
-  for (auto& w : workers_) w->Start(current_);
+  for (auto& w : workers_)
+    w->Start(current_);
   listeners_up_ = true;
   reloads_ok_ = 0;
   last_reload_ok_unix_ = absl::ToUnixSeconds(absl::Now());
-  LogInfo("startup", absl::StrCat("geogate ", GEOGATE_VERSION, " edge ", cfg.gateway.edge, ": ",
-                                  n, " workers, ", cfg.backends.size(), " backends, config ",
+  LogInfo("startup", absl::StrCat("geogate ", GEOGATE_VERSION, " edge ", cfg.gateway.edge, ": ", n,
+                                  " workers, ", cfg.backends.size(), " backends, config ",
                                   cfg.source_path, " (", cfg.hash.substr(0, 12), ")"));
   ArmSignals();
+  ScheduleTick();
   main_ioc_.run();
   return exit_code_;
 }
@@ -268,7 +303,8 @@ void Server::OnSignal(int signo) {
 ReloadOutcome Server::Reload(std::string_view trigger) {
   ReloadOutcome out;
   config::LoadResult loaded = config::LoadFile(config_path_);
-  for (const auto& w : loaded.warnings) out.warnings.push_back(w);
+  for (const auto& w : loaded.warnings)
+    out.warnings.push_back(w);
   if (!loaded.ok()) {
     for (const auto& e : loaded.errors) {
       out.errors.push_back(e.ToString());
@@ -276,8 +312,9 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
     }
     reloads_failed_++;
     last_reload_failed_unix_ = absl::ToUnixSeconds(absl::Now());
-    LogWarn("reload", absl::StrCat("reload (", ToAbsl(trigger), ") rejected: ", loaded.errors.size(),
-                                   " error(s); the running configuration keeps serving"));
+    LogWarn("reload",
+            absl::StrCat("reload (", ToAbsl(trigger), ") rejected: ", loaded.errors.size(),
+                         " error(s); the running configuration keeps serving"));
     return out;
   }
   for (const std::string& w : config::RestartRequiredChanges(*started_with_, *loaded.snapshot)) {
@@ -291,18 +328,27 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
     last_reload_failed_unix_ = absl::ToUnixSeconds(absl::Now());
     return out;
   }
-  for (const auto& w : out.warnings) LogWarn("reload", w);
+  for (const auto& w : out.warnings)
+    LogWarn("reload", w);
   config::BackendChanges changes = config::DiffBackends(*current_->config, *loaded.snapshot);
   out.backend_changes = changes.Summary();
   Publish(*rt);
   retry_budget_->configure(loaded.snapshot->gateway.upstream);
   if (access_log_) access_log_->Reopen();
+  // The showback file follows the config (path, window) and is reopened for
+  // log rotation; a file that cannot be opened keeps the old one.
+  if (auto st = showback_.Configure(ShowbackStoreOptions::From(*loaded.snapshot), UnixMs());
+      !st.ok())
+    LogWarn("showback", ToStd(st.message()));
+  else if (auto rst = showback_.Reopen(); !rst.ok())
+    LogWarn("showback", ToStd(rst.message()));
+  utilization_.set_sample_interval(loaded.snapshot->capacity.sample_interval);
   reloads_ok_++;
   last_reload_ok_unix_ = absl::ToUnixSeconds(absl::Now());
   out.ok = true;
   out.generation = (*rt)->generation;
-  LogInfo("reload", absl::StrCat("reload (", ToAbsl(trigger), ") applied: generation ", out.generation,
-                                 ", backends: ", out.backend_changes, ", hash ",
+  LogInfo("reload", absl::StrCat("reload (", ToAbsl(trigger), ") applied: generation ",
+                                 out.generation, ", backends: ", out.backend_changes, ", hash ",
                                  loaded.snapshot->hash.substr(0, 12)));
   return out;
 }
@@ -319,7 +365,8 @@ void Server::BeginDrain(std::string_view trigger) {
   if (shared_.draining.exchange(true)) return;
   drain_started_ = std::chrono::steady_clock::now();
   const auto& up = current_->config->gateway.upstream;
-  LogInfo("drain", absl::StrCat("drain started by ", ToAbsl(trigger), ": /readyz is 503; listeners close in ",
+  LogInfo("drain", absl::StrCat("drain started by ", ToAbsl(trigger),
+                                ": /readyz is 503; listeners close in ",
                                 static_cast<int64_t>(up.drain_delay.count()),
                                 " ms; in-flight requests get up to ",
                                 static_cast<int64_t>(up.drain_timeout.count()), " ms"));
@@ -331,7 +378,8 @@ void Server::DrainTick() {
   const auto& up = current_->config->gateway.upstream;
   if (!listeners_closed_ && now - drain_started_ >= up.drain_delay) {
     listeners_closed_ = true;
-    for (auto& w : workers_) w->StopAccepting();
+    for (auto& w : workers_)
+      w->StopAccepting();
     LogInfo("drain", "listeners closed");
   }
   if (listeners_closed_) {
@@ -343,7 +391,8 @@ void Server::DrainTick() {
     if (now - drain_started_ >= up.drain_delay + up.drain_timeout) {
       LogWarn("drain", absl::StrCat("drain timeout: closing ", shared_.open_connections.load(),
                                     " connection(s)"));
-      for (auto& w : workers_) w->CloseAll();
+      for (auto& w : workers_)
+        w->CloseAll();
       // Give the workers one tick to run the closes, then stop.
       drain_timer_.expires_after(kDrainTick);
       drain_timer_.async_wait([this](boost::system::error_code) { Finish(); });
@@ -358,13 +407,84 @@ void Server::DrainTick() {
 
 void Server::Finish() {
   if (admin_) admin_->Stop();
-  for (auto& w : workers_) w->Stop();
+  for (auto& w : workers_)
+    w->Stop();
+  // The worker threads are joined: their ledgers can be read from here.
+  std::vector<ShowbackBucket> rest;
+  for (auto& w : workers_) {
+    auto b = w->showback_ledger().TakeAll();
+    rest.insert(rest.end(), std::make_move_iterator(b.begin()), std::make_move_iterator(b.end()));
+  }
+  showback_.Append(rest, UnixMs());
+  boost::system::error_code tick_ec;
+  tick_timer_.cancel();
   if (health_) health_->Stop();
   if (access_log_) access_log_->Close();
   boost::system::error_code ec;
   signals_.cancel(ec);
   drain_timer_.cancel();
   main_ioc_.stop();
+}
+
+void Server::ScheduleTick() {
+  tick_timer_.expires_after(current_->config->capacity.sample_interval);
+  tick_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    net::co_spawn(main_ioc_, Tick(), [this](std::exception_ptr) {
+      if (!shared_.draining.load() || !listeners_closed_ || shared_.open_connections.load() > 0)
+        ScheduleTick();
+    });
+  });
+}
+
+// Once a second (capacity.sample_interval): utilisation samples, closed
+// showback minutes from every worker into the store, budget notices.
+net::awaitable<void> Server::Tick() {
+  const RuntimeConstPtr rt = current_;
+  utilization_.Sample(std::chrono::steady_clock::now(), *rt->config, rt->backends);
+  int64_t now_ms = UnixMs();
+  std::vector<ShowbackBucket> closed = co_await CollectLedgers(/*all=*/false, now_ms);
+  showback_.Append(closed, now_ms);
+  for (const BudgetEvent& e : budgets_.Poll(now_ms))
+    LogWarn("budget", e.Describe());
+}
+
+net::awaitable<std::vector<ShowbackBucket>> Server::CollectLedgers(bool all, int64_t now_ms) {
+  std::vector<ShowbackBucket> out;
+  for (auto& w : workers_) {
+    Worker* worker = w.get();
+    std::vector<ShowbackBucket> got = co_await net::co_spawn(
+        worker->ioc(),
+        [worker, all, now_ms]() -> net::awaitable<std::vector<ShowbackBucket>> {
+          co_return all ? worker->showback_ledger().Snapshot()
+                        : worker->showback_ledger().TakeClosed(now_ms);
+        },
+        net::use_awaitable);
+    out.insert(out.end(), std::make_move_iterator(got.begin()), std::make_move_iterator(got.end()));
+  }
+  co_return out;
+}
+
+net::awaitable<std::tuple<unsigned, std::string, std::string>> Server::ShowbackQuery(
+    std::string query) {
+  int64_t now_ms = UnixMs();
+  auto q = ParseShowbackQuery(query, now_ms);
+  if (!q.ok())
+    co_return std::tuple<unsigned, std::string, std::string>{
+        400, "application/json", ErrorBody(ErrorKind::kBadRequest, ToStd(q.status().message()))};
+  std::vector<ShowbackBucket> live;
+  if (q->live) live = co_await CollectLedgers(/*all=*/true, now_ms);
+  ShowbackResult res = showback_.Query(*q, live);
+  if (q->format == ShowbackFormat::kCsv)
+    co_return std::tuple<unsigned, std::string, std::string>{200, "text/csv; charset=utf-8",
+                                                             FormatShowbackCsv(res)};
+  co_return std::tuple<unsigned, std::string, std::string>{200, "application/json",
+                                                           FormatShowbackJson(res)};
+}
+
+std::string Server::CapacityJson() const {
+  return gateway::CapacityJson(BuildCapacityReport(*current_->config, current_->backends,
+                                                   utilization_, std::chrono::steady_clock::now()));
 }
 
 net::awaitable<std::string> Server::MetricsText() {
@@ -393,7 +513,19 @@ net::awaitable<std::string> Server::MetricsText() {
   in.access_log_dropped = access_log_ ? access_log_->dropped_batches() : 0;
   in.listener_addresses = &listener_addresses_;
   in.listeners = &started_with_->gateway.listeners;
-  co_return FormatMetrics(in);
+  std::string text = FormatMetrics(in);
+  // Showback, budgets and capacity families.
+  PromWriter w;
+  WriteShowbackCounters(w, merged.showback);
+  budgets_.WriteMetrics(w, UnixMs());
+  WriteCapacityMetrics(w, BuildCapacityReport(*current_->config, current_->backends, utilization_,
+                                              std::chrono::steady_clock::now()));
+  ShowbackStoreStats st = showback_.stats();
+  w.Family("geogate_showback_write_errors_total", "counter",
+           "Showback lines that could not be appended to the showback file.");
+  w.Sample("geogate_showback_write_errors_total", {}, static_cast<double>(st.write_errors));
+  text += w.Take();
+  co_return text;
 }
 
 std::string Server::BackendsJson() const {
@@ -440,9 +572,10 @@ std::string Server::BackendsJson() const {
       absl::StrAppend(&out, ",\"ejected_until\":", wall(ejected_until));
     else
       out += ",\"ejected_until\":null";
-    absl::StrAppend(&out, ",\"ejections\":", s.ejections.load(),
-                    ",\"consecutive_failures\":", s.consecutive_failures.load(),
-                    ",\"last_change\":", since == 0 ? std::string("null") : std::to_string(wall(since)));
+    absl::StrAppend(
+        &out, ",\"ejections\":", s.ejections.load(),
+        ",\"consecutive_failures\":", s.consecutive_failures.load(),
+        ",\"last_change\":", since == 0 ? std::string("null") : std::to_string(wall(since)));
     out += '}';
   }
   out += "]";
@@ -462,7 +595,8 @@ std::string Server::ConfigJson() const {
   AppendJsonString(out, cfg.gateway.edge);
   absl::StrAppend(&out, ",\"regions\":", cfg.regions.size(), ",\"backends\":", cfg.backends.size(),
                   ",\"models\":", cfg.models.size(), ",\"residency_rules\":", cfg.residency.size(),
-                  ",\"tenants\":", cfg.tenants.size(), ",\"reloads\":{\"success\":", reloads_ok_.load(),
+                  ",\"tenants\":", cfg.tenants.size(),
+                  ",\"reloads\":{\"success\":", reloads_ok_.load(),
                   ",\"failure\":", reloads_failed_.load(), "}}");
   return out;
 }

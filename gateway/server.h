@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -18,8 +19,11 @@
 #include "absl/status/statusor.h"
 #include "config/snapshot.h"
 #include "gateway/access_log.h"
+#include "gateway/budget_tracker.h"
+#include "gateway/capacity_utilization.h"
 #include "gateway/runtime.h"
 #include "gateway/server_shared.h"
+#include "gateway/showback_store.h"
 #include "gateway/tenant_limits.h"
 #include "gateway/worker.h"
 #include "health/health_service.h"
@@ -53,6 +57,10 @@ class Server {
   std::string BackendsJson() const;
   std::string ConfigJson() const;
   std::string GeoJson() const;
+  /// /admin/showback?from=&to=&group_by=&format=json|csv. @return status,
+  /// content type and body.
+  net::awaitable<std::tuple<unsigned, std::string, std::string>> ShowbackQuery(std::string query);
+  std::string CapacityJson() const;
   ReloadOutcome Reload(std::string_view trigger);
   void BeginDrain(std::string_view trigger);
   const RuntimeConstPtr& runtime() const { return current_; }
@@ -66,6 +74,9 @@ class Server {
   void ArmSignals();
   void DrainTick();
   void Finish();
+  void ScheduleTick();
+  net::awaitable<void> Tick();
+  net::awaitable<std::vector<ShowbackBucket>> CollectLedgers(bool all, int64_t now_ms);
 
   std::string config_path_;
   net::io_context main_ioc_{1};
@@ -76,11 +87,15 @@ class Server {
   std::unique_ptr<health::HealthService> health_;
   std::unique_ptr<health::RetryBudget> retry_budget_;
   TenantLimits tenant_limits_;
+  BudgetTracker budgets_;
+  ShowbackStore showback_;
+  UtilizationTracker utilization_;
+  net::steady_timer tick_timer_{main_ioc_};
   std::unique_ptr<AccessLog> access_log_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<AdminServer> admin_;
   RuntimeConstPtr current_;
-  config::SnapshotConstPtr started_with_;  // listeners/admin/workers as running
+  config::SnapshotConstPtr started_with_;        // listeners/admin/workers as running
   std::vector<std::string> listener_addresses_;  // bound "host:port", by listener index
   bool listeners_up_ = false;
   std::chrono::steady_clock::time_point drain_started_{};

@@ -16,6 +16,7 @@
 #include "gateway/access_log.h"
 #include "gateway/runtime.h"
 #include "gateway/server_shared.h"
+#include "gateway/showback_ledger.h"
 #include "gateway/upstream_pool.h"
 #include "gateway/worker_metrics.h"
 
@@ -61,6 +62,8 @@ class Worker {
   UpstreamPool& pool() { return pool_; }
   WorkerMetrics& metrics() { return metrics_; }
   AccessLogBuffer& access_log() { return log_; }
+  /// Showback buckets of this worker; the server collects closed minutes.
+  ShowbackLedger& showback_ledger() { return ledger_; }
   void Register(Session* s) { sessions_.insert(s); }
   void Unregister(Session* s) { sessions_.erase(s); }
   bool accepting() const { return accepting_; }
@@ -83,6 +86,7 @@ class Worker {
   UpstreamPool pool_{*ioc_};
   WorkerMetrics metrics_;
   AccessLogBuffer log_;
+  ShowbackLedger ledger_;
   absl::flat_hash_set<Session*> sessions_;
   std::unique_ptr<net::steady_timer> housekeeping_ = std::make_unique<net::steady_timer>(*ioc_);
   bool accepting_ = true;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "gateway/metrics.h"
+#include "gateway/showback_counters.h"
 
 namespace geogate::gateway {
 
@@ -29,6 +30,8 @@ struct WorkerMetrics {
   HistogramVec<1> ttft{LatencyBuckets()};
   HistogramVec<1> duration{LatencyBuckets()};
   HistogramVec<1> token_gap{TokenGapBuckets()};
+  // geogate_gpu_seconds_total, geogate_cost_dollars_total {tenant,backend,model}
+  ShowbackCounters showback;
 
   uint64_t connections_accepted = 0;
   uint64_t connections_closed = 0;
@@ -54,6 +57,7 @@ struct WorkerMetrics {
     ttft.MergeInto(out.ttft);
     duration.MergeInto(out.duration);
     token_gap.MergeInto(out.token_gap);
+    showback.MergeInto(out.showback);
     out.connections_accepted += connections_accepted;
     out.connections_closed += connections_closed;
     out.connections_rejected += connections_rejected;
