@@ -52,7 +52,10 @@ std::string FormatMetrics(const MetricsInputs& in) {
            "Requests refused by tenant limits, by tenant and limit (rate, concurrency, budget).");
   w.Counter("geogate_tenant_rejections_total", std::array<const char*, 2>{"tenant", "reason"},
             m.tenant_rejections);
-  w.Family("geogate_selections_total", "counter", "Backend selections by outcome.");
+  w.Family("geogate_selections_total", "counter",
+           "Backend selections. Routed: why the winner beat the runner-up (only_candidate, "
+           "latency, gpu_preference, tier, utilization, runner_up_full, runner_up_unhealthy); "
+           "else the outcome (residency_denied, no_healthy, capacity). See docs/routing.md.");
   w.Counter("geogate_selections_total", std::array<const char*, 1>{"outcome"}, m.selections);
   w.Family("geogate_tokens_total", "counter",
            "Tokens by backend, model, tenant and kind (prompt, completion).");
@@ -99,7 +102,9 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Family("geogate_backend_ttft_ewma_seconds", "gauge", "Observed time-to-first-token EWMA.");
   w.Family("geogate_backend_expected_ttft_seconds", "gauge",
            "The selector's expected time to first token per backend.");
-  w.Family("geogate_backend_utilization", "gauge", "In-flight requests / capacity per backend.");
+  w.Family("geogate_backend_utilization", "gauge",
+           "This gateway's in-flight requests / capacity per backend (the selector also reads "
+           "the backend's own load report).");
   for (size_t i = 0; i < cfg.backends.size(); ++i) {
     const config::Backend& b = cfg.backends[i];
     routing::BackendObservation o = routing::ObserveState(*rt.backends[i], now);
