@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
-#include <limits>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
@@ -12,23 +12,58 @@ namespace {
 struct Candidate {
   size_t backend = 0;
   double ettft_ms = 0;
-  double load = 0;  // utilization / weight: what power of two choices compares
+  double rtt_ms = 0;
+  double service_ms = 0;
+  bool fresh = true;  // its service time is measured, not the prior
+  double load = 0;    // utilization / weight: what power of two choices compares
   double weight = 1;
   uint32_t gpu_rank = 0;
   uint8_t tier = 0;
 };
 
+// One request in this many explores (see decide.h). Each exploration yields
+// a sample that stays fresh for sample_stale_ms, so the cost is about one
+// request per unmeasured backend per stale period.
+constexpr uint64_t kExploreOneIn = 16;
+
 // Inline capacity covers a typical model's pool; bigger pools spill to the heap.
 using Candidates = absl::InlinedVector<Candidate, 16>;
 
-// A backend that would have beaten the winner on expected TTFT (without
-// its queue term) but was not a candidate: the most useful runner-up to name
-// in the reason.
+// A routable-but-full or unhealthy backend that serves the request: named
+// as the runner-up when it would have come before the winner.
 struct Excluded {
   size_t backend = 0;
-  double ettft_ms = std::numeric_limits<double>::infinity();
+  double ettft_ms = 0;  // without its queue term: what it offers with a free slot
+  uint32_t gpu_rank = 0;
+  uint8_t tier = 0;
   const char* why = nullptr;
 };
+using ExcludedList = absl::InlinedVector<Excluded, 8>;
+
+// Would `e` have been placed before the winner `w` had it been a candidate?
+// The same order as Decide: the window around the best (which `e` might
+// have set), then GPU rank, tier and expected TTFT.
+bool AheadOf(const Excluded& e, const Candidate& w, double best, double slack) {
+  const double best_with = std::min(best, e.ettft_ms);
+  if (e.ettft_ms > best_with + slack) return false;
+  if (w.ettft_ms > best_with + slack) return true;
+  if (e.gpu_rank != w.gpu_rank) return e.gpu_rank < w.gpu_rank;
+  if (e.tier != w.tier) return e.tier < w.tier;
+  return e.ettft_ms < w.ettft_ms;
+}
+
+/// The excluded backend that would have come first, among those ahead of `w`.
+const Excluded* RunnerUpOut(const ExcludedList& out, const Candidate& w, double best,
+                            double slack) {
+  const Excluded* first = nullptr;
+  for (const Excluded& e : out) {
+    if (!AheadOf(e, w, best, slack)) continue;
+    if (first == nullptr || std::tie(e.gpu_rank, e.tier, e.ettft_ms) <
+                                std::tie(first->gpu_rank, first->tier, first->ettft_ms))
+      first = &e;
+  }
+  return first;
+}
 
 /// Position of `gpu` in the model's preference list; unlisted GPUs rank
 /// after every listed one, and an empty list ranks everything equal.
@@ -83,6 +118,23 @@ const char* LostOn(const char* why) {
   if (why == why::kRunnerUpFull) return "capacity";
   if (why == why::kRunnerUpUnhealthy) return "health";
   return why;  // latency, tier, utilization
+}
+
+// Moves to the front the closest candidate whose estimate rests on no fresh
+// sample and that would beat the winner by more than tie_ms if it served as
+// fast as the winner does (closer, or the winner is queueing). True if it did.
+bool Explore(Candidates& c, double tie_ms, uint64_t random) {
+  if (c.size() < 2 || Mix(random ^ 0x6a09e667f3bcc909ULL) % kExploreOneIn != 0) return false;
+  const Candidate& w = c[0];
+  size_t pick = 0;
+  for (size_t k = 1; k < c.size(); ++k)
+    if (!c[k].fresh && c[k].rtt_ms + w.service_ms + tie_ms < w.ettft_ms &&
+        (pick == 0 || c[k].rtt_ms < c[pick].rtt_ms))
+      pick = k;
+  if (pick == 0) return false;
+  std::rotate(c.begin(), c.begin() + static_cast<ptrdiff_t>(pick),
+              c.begin() + static_cast<ptrdiff_t>(pick) + 1);
+  return true;
 }
 
 // Orders the window by (5): brings the winner of power of two choices among
@@ -153,7 +205,7 @@ Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
   // applied before anything else, never a weight.
   size_t n_allowed = 0, n_unfit = 0, n_routable = 0;
   Candidates c;
-  Excluded excluded;
+  ExcludedList excluded;
   for (size_t idx : snap.backends_by_model[facts.model]) {
     const config::Backend& b = snap.backends[idx];
     if (!allowed.contains(b.region_index)) continue;
@@ -171,14 +223,17 @@ Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
     if (!routable || obs.inflight >= b.capacity) {
       // Judged by what it would offer with a free slot: being full is the
       // reason it lost, not also a reason to look slow.
-      const double free_ettft = est.rtt_ms + est.service_ms;
-      if (free_ettft < excluded.ettft_ms)
-        excluded = {idx, free_ettft, routable ? why::kRunnerUpFull : why::kRunnerUpUnhealthy};
+      excluded.push_back({idx, est.rtt_ms + est.service_ms, GpuRank(model, b.gpu),
+                          static_cast<uint8_t>(b.tier),
+                          routable ? why::kRunnerUpFull : why::kRunnerUpUnhealthy});
       continue;
     }
     Candidate& k = c.emplace_back();
     k.backend = idx;
     k.ettft_ms = ettft;
+    k.rtt_ms = est.rtt_ms;
+    k.service_ms = est.service_ms;
+    k.fresh = est.fresh_sample;
     k.weight = b.weight > 0 ? b.weight : 1;
     k.load = est.utilization / k.weight;
     k.gpu_rank = GpuRank(model, b.gpu);
@@ -212,22 +267,29 @@ Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
     return x.backend < y.backend;
   });
   // (5) equals.
-  const size_t equals = BreakTies(c, window, static_cast<double>(snap.routing.tie.count()), random);
+  const double tie = static_cast<double>(snap.routing.tie.count());
+  const size_t equals = BreakTies(c, window, tie, random);
+  const bool explored = Explore(c, tie, random);
 
   for (const Candidate& k : c) {
     d.plan.push_back(k.backend);
     d.expected_ttft_ms.push_back(k.ettft_ms);
   }
 
-  // Why the winner won: a faster backend that was out, else the first
-  // criterion on which plan[1] lost.
+  // Why the winner won: exploration; else a backend that would have come
+  // first but was full or unhealthy; else the first criterion on which
+  // plan[1] lost.
   const Candidate& w = c[0];
   size_t runner = 0;
   double runner_ettft = 0;
-  if (excluded.why != nullptr && excluded.ettft_ms < w.ettft_ms) {
-    d.why = excluded.why;
-    runner = excluded.backend;
-    runner_ettft = excluded.ettft_ms;
+  if (explored) {
+    d.why = why::kExploration;
+    runner = c[1].backend;
+    runner_ettft = c[1].ettft_ms;
+  } else if (const Excluded* out = RunnerUpOut(excluded, w, best, slack)) {
+    d.why = out->why;
+    runner = out->backend;
+    runner_ettft = out->ettft_ms;
   } else if (c.size() > 1) {
     const Candidate& r = c[1];
     d.why = equals > 1                 ? why::kUtilization

@@ -15,6 +15,11 @@
 //     within routing.tie_ms of each other are equals: power of two choices
 //     (weighted by `weight`) on utilization picks the winner among them.
 // Candidates outside the window follow by expected TTFT, as failover targets.
+// Exploration: one request in 16 goes first to a candidate whose estimate
+// rests on no fresh TTFT sample but that would beat the winner by more than
+// tie_ms if it served as fast as the winner (it is closer, or the winner
+// queues), so a backend judged on the prior or on an old slow sample gets
+// measured again instead of staying behind for good.
 #pragma once
 
 #include <cstdint>
@@ -60,16 +65,18 @@ inline constexpr const char* kTier = "tier";
 inline constexpr const char* kUtilization = "utilization";      // equals: power of two choices
 inline constexpr const char* kRunnerUpFull = "runner_up_full";  // a faster one was at capacity
 inline constexpr const char* kRunnerUpUnhealthy = "runner_up_unhealthy";  // ... or not routable
+inline constexpr const char* kExploration = "exploration";  // measuring an unmeasured one
 }  // namespace why
 
-/// Backend indices, best first. Inline: plans are short and built per request.
-using Plan = absl::InlinedVector<size_t, 8>;
+/// Backend indices, best first. Inline: built per request, and a model's
+/// pool rarely has more than 16 backends.
+using Plan = absl::InlinedVector<size_t, 16>;
 
 struct Decision {
   Outcome outcome = Outcome::kRoute;
   Plan plan;  // backend indices, best first
   /// Per plan entry: the expected TTFT the selector computed (ms).
-  absl::InlinedVector<double, 8> expected_ttft_ms;
+  absl::InlinedVector<double, 16> expected_ttft_ms;
   /// A why:: constant, or OutcomeName(outcome) when not routed. Static storage.
   const char* why = why::kOnlyCandidate;
   /// The runner-up named in `reason` (index into Snapshot::backends), if any:

@@ -81,6 +81,7 @@ TtftEstimate EstimateTtft(const config::Snapshot& snap, size_t backend,
     const double w = SampleWeight(obs.ttft_age_ms, Ms(snap.routing.sample_stale));
     e.service_ms = w * sampled + (1 - w) * prior;
     e.service_is_prior = w == 0;
+    e.fresh_sample = w == 1;
   } else {
     e.service_ms = prior;
     e.service_is_prior = true;

@@ -52,6 +52,9 @@ struct TtftEstimate {
   double utilization = 0;
   bool rtt_is_prior = false;      // no probe sample: distance prior
   bool service_is_prior = false;  // no usable TTFT sample: prior_ttft_ms
+  /// A usable TTFT sample younger than routing.sample_stale_ms: the service
+  /// part is measured, not (partly) the prior.
+  bool fresh_sample = false;
 
   double total_ms() const { return rtt_ms + service_ms + queue_ms; }
 };

@@ -598,8 +598,8 @@ int main(int argc, char** argv) {
       {"geogate, ewma_alpha = 0.05", Policy::kGeogate, "ewma_alpha = 0.05\n", false},
       {"geogate, ewma_alpha = 0.05, TTFT EWMA per model *", Policy::kGeogate, "ewma_alpha = 0.05\n",
        true},
-      {"geogate, as above, latency_slack_ms = 60 *", Policy::kGeogate,
-       "ewma_alpha = 0.05\nlatency_slack_ms = 60\n", true},
+      {"geogate, as above, latency_slack_ms = 100 *", Policy::kGeogate,
+       "ewma_alpha = 0.05\nlatency_slack_ms = 100\n", true},
       {"round-robin", Policy::kRoundRobin, "", false},
   };
   std::printf(

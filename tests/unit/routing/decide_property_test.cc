@@ -138,8 +138,9 @@ uint32_t Rank(const config::Model& m, const std::string& gpu) {
 }
 
 bool InVocabulary(const char* why) {
-  for (const char* w : {why::kOnlyCandidate, why::kLatency, why::kGpuPreference, why::kTier,
-                        why::kUtilization, why::kRunnerUpFull, why::kRunnerUpUnhealthy})
+  for (const char* w :
+       {why::kOnlyCandidate, why::kLatency, why::kGpuPreference, why::kTier, why::kUtilization,
+        why::kRunnerUpFull, why::kRunnerUpUnhealthy, why::kExploration})
     if (std::strcmp(why, w) == 0) return true;
   return false;
 }
@@ -147,6 +148,7 @@ bool InVocabulary(const char* why) {
 TEST_CASE("generated fleets: every selection rule holds", "[routing][decide][property]") {
   constexpr uint64_t kCases = 20000;
   size_t routed = 0, windows_of_several = 0, tier_wins = 0, gpu_wins = 0, p2c_wins = 0;
+  size_t explorations = 0;
   size_t outcomes[4] = {};
   for (uint64_t seed = 1; seed <= kCases; ++seed) {
     const Case c = Generate(seed);
@@ -198,24 +200,47 @@ TEST_CASE("generated fleets: every selection rule holds", "[routing][decide][pro
       REQUIRE(d.expected_ttft_ms[k] == ExpectedTtftMs(snap, i, c.view.Observe(i)));
     }
 
+    // Exploration puts one candidate without a fresh TTFT sample first, if
+    // its RTT alone beats the winner's estimate; the rest keep their order.
+    std::vector<size_t> p(d.plan.begin(), d.plan.end());
+    std::vector<double> e(d.expected_ttft_ms.begin(), d.expected_ttft_ms.end());
+    const double best = *std::min_element(e.begin(), e.end());
+    if (std::strcmp(d.why, why::kExploration) == 0) {
+      ++explorations;
+      REQUIRE(p.size() > 1);
+      const BackendObservation o = c.view.Observe(p[0]);
+      const double stale = static_cast<double>(snap.routing.sample_stale.count());
+      const bool fresh = o.ttft_ms >= 0 &&
+                         !(o.since_healthy_ms > 0 && o.ttft_age_ms > o.since_healthy_ms) &&
+                         o.ttft_age_ms <= stale;
+      REQUIRE_FALSE(fresh);
+      // It would win by more than tie_ms at the displaced winner's speed.
+      const BackendObservation wo = c.view.Observe(p[1]);
+      const double tie_ms = static_cast<double>(snap.routing.tie.count());
+      REQUIRE(EstimateTtft(snap, p[0], o).rtt_ms + EstimateTtft(snap, p[1], wo).service_ms +
+                  tie_ms <
+              e[1]);
+      p.erase(p.begin());
+      e.erase(e.begin());
+    }
+
     // (2)-(3): the window is what lies within the slack of the best, and it
     // comes first; failover targets follow by expected TTFT.
     const double slack = static_cast<double>(snap.routing.latency_slack.count());
     const double tie = static_cast<double>(snap.routing.tie.count());
-    const double best = *std::min_element(d.expected_ttft_ms.begin(), d.expected_ttft_ms.end());
     size_t window = 0;
-    while (window < d.plan.size() && d.expected_ttft_ms[window] <= best + slack)
+    while (window < p.size() && e[window] <= best + slack)
       ++window;
-    for (size_t k = window; k < d.plan.size(); ++k) {
-      REQUIRE(d.expected_ttft_ms[k] > best + slack);
-      if (k > window) REQUIRE(d.expected_ttft_ms[k - 1] <= d.expected_ttft_ms[k]);
+    for (size_t k = window; k < p.size(); ++k) {
+      REQUIRE(e[k] > best + slack);
+      if (k > window) REQUIRE(e[k - 1] <= e[k]);
     }
-    if (window == 1) REQUIRE(d.expected_ttft_ms[0] == best);  // nothing close: fastest wins
+    if (window == 1) REQUIRE(e[0] == *std::min_element(e.begin(), e.end()));  // fastest wins
     if (window > 1) ++windows_of_several;
 
     // (4): inside the window, GPU preference then tier never go backwards.
     auto key = [&](size_t k) {
-      const config::Backend& b = snap.backends[d.plan[k]];
+      const config::Backend& b = snap.backends[p[k]];
       return std::make_pair(Rank(model, b.gpu), static_cast<int>(b.tier));
     };
     for (size_t k = 1; k < window; ++k)
@@ -225,16 +250,15 @@ TEST_CASE("generated fleets: every selection rule holds", "[routing][decide][pro
       REQUIRE(key(0) <= key(k));
     // (5): the winner is within tie_ms of the fastest of its rank and tier;
     // beyond the equals, expected TTFT never goes backwards within one key.
-    double fastest_of_key = d.expected_ttft_ms[0];
+    double fastest_of_key = e[0];
     size_t k_end = 1;
     while (k_end < window && key(k_end) == key(0))
-      fastest_of_key = std::min(fastest_of_key, d.expected_ttft_ms[k_end++]);
-    REQUIRE(d.expected_ttft_ms[0] <= fastest_of_key + tie + 1e-9);
+      fastest_of_key = std::min(fastest_of_key, e[k_end++]);
+    REQUIRE(e[0] <= fastest_of_key + tie + 1e-9);
     for (size_t k = 1; k < window; ++k) {
-      bool both_equals = key(k) == key(0) && d.expected_ttft_ms[k] <= fastest_of_key + tie &&
-                         d.expected_ttft_ms[k - 1] <= fastest_of_key + tie;
-      if (key(k - 1) == key(k) && !both_equals)
-        REQUIRE(d.expected_ttft_ms[k - 1] <= d.expected_ttft_ms[k]);
+      bool both_equals =
+          key(k) == key(0) && e[k] <= fastest_of_key + tie && e[k - 1] <= fastest_of_key + tie;
+      if (key(k - 1) == key(k) && !both_equals) REQUIRE(e[k - 1] <= e[k]);
     }
 
     // The reason and its label.
@@ -252,12 +276,13 @@ TEST_CASE("generated fleets: every selection rule holds", "[routing][decide][pro
   }
   // The generator reaches every branch often enough to mean something.
   INFO("routed " << routed << " windows " << windows_of_several << " tier " << tier_wins << " gpu "
-                 << gpu_wins << " p2c " << p2c_wins);
+                 << gpu_wins << " p2c " << p2c_wins << " explorations " << explorations);
   CHECK(routed > kCases / 4);
   CHECK(windows_of_several > kCases / 20);
   CHECK(tier_wins > 50);
   CHECK(gpu_wins > 50);
   CHECK(p2c_wins > 50);
+  CHECK(explorations > 50);
   for (size_t o : outcomes)
     CHECK(o > 100);
 }

@@ -94,6 +94,18 @@ TEST_CASE("within the latency slack the cheaper tier wins", "[routing][decide][t
   CHECK(std::string(d.why) == "tier");
   CHECK(d.reason == "eu-res ettft=44.0ms; runner-up eu-od ettft=42.1ms lost on tier");
 
+  SECTION("a full reserved backend is named as the runner-up") {
+    view[res].inflight = 64;
+    Decision d2 = DecideAll(snap, view);
+    CHECK(PlanNames(snap, d2) == std::vector<std::string>{"eu-od"});
+    CHECK(std::string(d2.why) == "runner_up_full");
+    CHECK(d2.reason == "eu-od ettft=42.1ms; runner-up eu-res ettft=44.0ms lost on capacity");
+  }
+  SECTION("a full backend that would not have won is not named") {
+    view[res].ttft_ms = 42.1 + 30;  // outside the window anyway
+    view[res].inflight = 64;
+    CHECK(std::string(DecideAll(snap, view).why) == "only_candidate");
+  }
   SECTION("but not beyond it") {
     view[res].ttft_ms = 42.1 + 20.5;
     Decision far = DecideAll(snap, view);
@@ -375,6 +387,64 @@ TEST_CASE("weights scale the share among equals", "[routing][decide][p2c]") {
   }
 }
 
+TEST_CASE("exploration measures a backend judged on the prior or an old sample",
+          "[routing][decide][recovery]") {
+  ThreeRegions t;
+  // The near region had a hiccup long ago: one slow sample, no traffic since.
+  t.view[t.near].ttft_ms = 300;
+  t.view[t.near].ttft_age_ms = 12'000;  // stale, only partly decayed
+  std::mt19937_64 rng(5);
+  const int n = 3200;
+  int explored = 0;
+  for (int i = 0; i < n; ++i) {
+    Decision d = DecideAll(t.snap, t.view, rng());
+    if (std::string(d.why) == "exploration") {
+      ++explored;
+      CHECK(d.plan[0] == t.near);
+      CHECK(PlanNames(t.snap, d) == std::vector<std::string>{"near-1", "mid-1", "far-1"});
+      CHECK(d.reason.find("runner-up mid-1 ettft=50.0ms lost on exploration") != std::string::npos);
+    } else {
+      CHECK(d.plan[0] == t.mid);
+    }
+  }
+  CHECK(explored / double(n) == Approx(1.0 / 16).margin(0.015));
+
+  SECTION("a fresh sample, however slow, is trusted") {
+    t.view[t.near].ttft_age_ms = 100;
+    for (uint64_t r = 0; r < 500; ++r)
+      CHECK(DecideAll(t.snap, t.view, r).plan[0] == t.mid);
+  }
+  SECTION("a stale backend that would not win at the winner's speed is left alone") {
+    t.view[t.near].rtt_ms = 29;  // 29 + mid's 20 ms service is within tie_ms of mid's 50
+    for (uint64_t r = 0; r < 500; ++r)
+      CHECK(std::string(DecideAll(t.snap, t.view, r).why) != "exploration");
+  }
+}
+
+TEST_CASE("a returning backend is measured again at once", "[routing][decide][recovery]") {
+  ThreeRegions t;
+  // Back from an outage: TTFT EWMA cleared by the health module, fresh RTT.
+  // With a prior above its real TTFT it would otherwise stay behind mid.
+  t.view[t.near].ttft_ms = -1;
+  t.view[t.near].since_healthy_ms = 150;
+  t.view[t.mid].ttft_ms = 40;  // mid: 40 ms, ahead of near's 2 + 50 prior
+  CHECK(ExpectedTtftMs(t.snap, t.near, t.view[t.near]) == Approx(2 + 50));
+  int tried = 0;
+  for (uint64_t r = 0; r < 320; ++r) {
+    Decision d = DecideAll(t.snap, t.view, r);
+    if (d.plan[0] == t.near) {
+      CHECK(std::string(d.why) == "exploration");
+      ++tried;
+    }
+  }
+  CHECK(tried > 5);  // about one in 16
+  // Its first sample (22 ms) puts it back in front for good.
+  t.view[t.near].ttft_ms = 22;
+  t.view[t.near].ttft_age_ms = 0;
+  for (uint64_t r = 0; r < 200; ++r)
+    CHECK(DecideAll(t.snap, t.view, r).plan[0] == t.near);
+}
+
 TEST_CASE("the worked example of docs/routing.md", "[routing][decide][docs]") {
   SnapshotBuilder sb;
   sb.Region("eu-central", 50.11, 8.68).Region("eu-west", 53.35, -6.26);
@@ -404,7 +474,7 @@ TEST_CASE("the worked example of docs/routing.md", "[routing][decide][docs]") {
     eu.insert(snap.region_by_name.at(r));
   RequestFacts facts{0, nullptr};
 
-  for (uint64_t random : {1u, 2u, 3u}) {
+  for (uint64_t random = 1; random <= 64; ++random) {
     Decision d = Decide(snap, facts, eu, view, {}, random);
     CHECK(PlanNames(snap, d) ==
           std::vector<std::string>{"eu-west-l4-res-2", "eu-west-l4-res-1", "eu-central-l4-od-1",
