@@ -24,12 +24,13 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Family("geogate_requests_total", "counter",
            "Requests answered, by backend, region, GPU type, provider, model, tenant and status "
            "code (backend \"none\" when the gateway answered itself).");
-  w.Counter("geogate_requests_total",
-            std::array<const char*, 7>{"backend", "region", "gpu", "provider", "model", "tenant",
-                                       "code"},
-            m.requests);
+  w.Counter(
+      "geogate_requests_total",
+      std::array<const char*, 7>{"backend", "region", "gpu", "provider", "model", "tenant", "code"},
+      m.requests);
   CounterVec<1> classes;
-  for (const auto& [k, v] : m.requests.values()) classes.Add({CodeClass(k[6])}, v);
+  for (const auto& [k, v] : m.requests.values())
+    classes.Add({CodeClass(k[6])}, v);
   w.Family("geogate_responses_total", "counter", "Responses by status class.");
   w.Counter("geogate_responses_total", std::array<const char*, 1>{"code_class"}, classes);
 
@@ -43,7 +44,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Counter("geogate_failovers_total", std::array<const char*, 1>{"reason"}, m.failovers);
   w.Family("geogate_retry_budget_exhausted_total", "counter",
            "Retries refused because the process-wide retry budget was spent.");
-  w.Sample("geogate_retry_budget_exhausted_total", {}, static_cast<double>(m.retry_budget_exhausted));
+  w.Sample("geogate_retry_budget_exhausted_total", {},
+           static_cast<double>(m.retry_budget_exhausted));
   w.Family("geogate_residency_decisions_total", "counter",
            "Residency decisions by governing rule and outcome (allowed, denied, bad_header).");
   w.Counter("geogate_residency_decisions_total", std::array<const char*, 2>{"rule", "outcome"},
@@ -52,35 +54,43 @@ std::string FormatMetrics(const MetricsInputs& in) {
            "Requests refused by tenant limits, by tenant and limit (rate, concurrency, budget).");
   w.Counter("geogate_tenant_rejections_total", std::array<const char*, 2>{"tenant", "reason"},
             m.tenant_rejections);
-  w.Family("geogate_selections_total", "counter", "Backend selections by outcome.");
+  w.Family("geogate_selections_total", "counter",
+           "Backend selections. Routed: why the winner beat the runner-up (only_candidate, "
+           "latency, gpu_preference, tier, utilization, runner_up_full, runner_up_unhealthy, "
+           "exploration); else the outcome (residency_denied, no_healthy, capacity). See "
+           "docs/routing.md.");
   w.Counter("geogate_selections_total", std::array<const char*, 1>{"outcome"}, m.selections);
   w.Family("geogate_tokens_total", "counter",
            "Tokens by backend, model, tenant and kind (prompt, completion).");
-  w.Counter("geogate_tokens_total", std::array<const char*, 4>{"backend", "model", "tenant", "kind"},
-            m.tokens);
+  w.Counter("geogate_tokens_total",
+            std::array<const char*, 4>{"backend", "model", "tenant", "kind"}, m.tokens);
 
   w.Family("geogate_ttft_seconds", "histogram",
            "Time from the start of an attempt to the first response body byte, by backend.");
   w.Histogram("geogate_ttft_seconds", std::array<const char*, 1>{"backend"}, m.ttft);
   w.Family("geogate_request_duration_seconds", "histogram",
            "Whole request duration including streaming, by backend.");
-  w.Histogram("geogate_request_duration_seconds", std::array<const char*, 1>{"backend"}, m.duration);
+  w.Histogram("geogate_request_duration_seconds", std::array<const char*, 1>{"backend"},
+              m.duration);
   w.Family("geogate_inter_token_gap_seconds", "histogram",
            "Gap between consecutive streamed content events, by backend.");
-  w.Histogram("geogate_inter_token_gap_seconds", std::array<const char*, 1>{"backend"}, m.token_gap);
+  w.Histogram("geogate_inter_token_gap_seconds", std::array<const char*, 1>{"backend"},
+              m.token_gap);
 
   // Live per-backend gauges.
   int64_t now = health::ToNanos(std::chrono::steady_clock::now());
   w.Family("geogate_inflight", "gauge", "Requests in flight to a backend (process-wide).");
   for (size_t i = 0; i < cfg.backends.size(); ++i)
     w.Sample("geogate_inflight",
-             {{"backend", cfg.backends[i].name}, {"region", cfg.regions[cfg.backends[i].region_index].name}},
+             {{"backend", cfg.backends[i].name},
+              {"region", cfg.regions[cfg.backends[i].region_index].name}},
              rt.backends[i]->inflight.load());
   w.Family("geogate_backend_healthy", "gauge",
            "1 when the backend is healthy and not ejected (routable), else 0.");
   for (size_t i = 0; i < cfg.backends.size(); ++i)
     w.Sample("geogate_backend_healthy",
-             {{"backend", cfg.backends[i].name}, {"region", cfg.regions[cfg.backends[i].region_index].name}},
+             {{"backend", cfg.backends[i].name},
+              {"region", cfg.regions[cfg.backends[i].region_index].name}},
              rt.backends[i]->routable(now) ? 1 : 0);
   w.Family("geogate_backend_state", "gauge", "Health state per backend (1 for the current state).");
   for (size_t i = 0; i < cfg.backends.size(); ++i) {
@@ -99,11 +109,14 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Family("geogate_backend_ttft_ewma_seconds", "gauge", "Observed time-to-first-token EWMA.");
   w.Family("geogate_backend_expected_ttft_seconds", "gauge",
            "The selector's expected time to first token per backend.");
-  w.Family("geogate_backend_utilization", "gauge", "In-flight requests / capacity per backend.");
+  w.Family("geogate_backend_utilization", "gauge",
+           "This gateway's in-flight requests / capacity per backend (the selector also reads "
+           "the backend's own load report).");
   for (size_t i = 0; i < cfg.backends.size(); ++i) {
     const config::Backend& b = cfg.backends[i];
     routing::BackendObservation o = routing::ObserveState(*rt.backends[i], now);
-    if (o.rtt_ms >= 0) w.Sample("geogate_backend_rtt_seconds", {{"backend", b.name}}, o.rtt_ms / 1000);
+    if (o.rtt_ms >= 0)
+      w.Sample("geogate_backend_rtt_seconds", {{"backend", b.name}}, o.rtt_ms / 1000);
     if (o.ttft_ms >= 0)
       w.Sample("geogate_backend_ttft_ewma_seconds", {{"backend", b.name}}, o.ttft_ms / 1000);
     w.Sample("geogate_backend_expected_ttft_seconds", {{"backend", b.name}},
@@ -143,7 +156,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
   for (const auto& h : in.health) {
     if (h.rtt_buckets.empty()) continue;
     uint64_t cum = 0, count = 0;
-    for (uint64_t c : h.rtt_buckets) count += c;
+    for (uint64_t c : h.rtt_buckets)
+      count += c;
     size_t nb = std::size(health::kProbeRttBucketsMs);
     for (size_t b = 0; b < h.rtt_buckets.size() && b <= nb; ++b) {
       cum += h.rtt_buckets[b];
@@ -164,7 +178,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
 
   // Config and lifecycle.
   w.Family("geogate_config_reloads_total", "counter", "Configuration reloads by result.");
-  w.Sample("geogate_config_reloads_total", {{"result", "success"}}, static_cast<double>(in.reloads_ok));
+  w.Sample("geogate_config_reloads_total", {{"result", "success"}},
+           static_cast<double>(in.reloads_ok));
   w.Sample("geogate_config_reloads_total", {{"result", "failure"}},
            static_cast<double>(in.reloads_failed));
   w.Family("geogate_config_last_reload_success_timestamp_seconds", "gauge",
@@ -187,20 +202,26 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Family("geogate_connections_open", "gauge", "Open client connections.");
   w.Sample("geogate_connections_open", {}, static_cast<double>(in.open_connections));
   w.Family("geogate_connections_total", "counter", "Client connections by event.");
-  w.Sample("geogate_connections_total", {{"event", "accepted"}}, static_cast<double>(m.connections_accepted));
-  w.Sample("geogate_connections_total", {{"event", "closed"}}, static_cast<double>(m.connections_closed));
-  w.Sample("geogate_connections_total", {{"event", "rejected"}}, static_cast<double>(m.connections_rejected));
+  w.Sample("geogate_connections_total", {{"event", "accepted"}},
+           static_cast<double>(m.connections_accepted));
+  w.Sample("geogate_connections_total", {{"event", "closed"}},
+           static_cast<double>(m.connections_closed));
+  w.Sample("geogate_connections_total", {{"event", "rejected"}},
+           static_cast<double>(m.connections_rejected));
   w.Family("geogate_active_requests", "gauge", "Requests being handled.");
   w.Sample("geogate_active_requests", {}, static_cast<double>(in.active_requests));
   w.Family("geogate_active_streams", "gauge", "SSE streams being relayed.");
   w.Sample("geogate_active_streams", {}, static_cast<double>(in.active_streams));
-  w.Family("geogate_tls_handshakes_total", "counter", "TLS handshakes on client listeners by result.");
-  w.Sample("geogate_tls_handshakes_total", {{"result", "success"}}, static_cast<double>(m.tls_handshakes));
+  w.Family("geogate_tls_handshakes_total", "counter",
+           "TLS handshakes on client listeners by result.");
+  w.Sample("geogate_tls_handshakes_total", {{"result", "success"}},
+           static_cast<double>(m.tls_handshakes));
   w.Sample("geogate_tls_handshakes_total", {{"result", "failure"}},
            static_cast<double>(m.tls_handshake_failures));
   w.Family("geogate_proxy_protocol_failures_total", "counter",
            "Connections closed for a missing or malformed PROXY protocol header.");
-  w.Sample("geogate_proxy_protocol_failures_total", {}, static_cast<double>(m.proxy_protocol_failures));
+  w.Sample("geogate_proxy_protocol_failures_total", {},
+           static_cast<double>(m.proxy_protocol_failures));
   w.Family("geogate_streams_interrupted_total", "counter",
            "Responses cut by a backend failure after streaming started.");
   w.Sample("geogate_streams_interrupted_total", {}, static_cast<double>(m.streams_interrupted));
@@ -212,7 +233,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Sample("geogate_bytes_total", {{"direction", "out"}}, static_cast<double>(m.bytes_out));
   w.Family("geogate_access_log_dropped_batches_total", "counter",
            "Access-log batches dropped because the writer fell behind.");
-  w.Sample("geogate_access_log_dropped_batches_total", {}, static_cast<double>(in.access_log_dropped));
+  w.Sample("geogate_access_log_dropped_batches_total", {},
+           static_cast<double>(in.access_log_dropped));
 
   if (in.listeners != nullptr) {
     w.Family("geogate_tls_certificate_expiry_timestamp_seconds", "gauge",
@@ -234,7 +256,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
   }
   w.Family("geogate_geo_database_reload_failures_total", "counter",
            "Geo database reopens that failed (the previous database kept serving).");
-  w.Sample("geogate_geo_database_reload_failures_total", {}, static_cast<double>(in.geo_reload_failures));
+  w.Sample("geogate_geo_database_reload_failures_total", {},
+           static_cast<double>(in.geo_reload_failures));
   return w.Take();
 }
 

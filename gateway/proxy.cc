@@ -271,7 +271,7 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
       co_return false;
     }
   }
-  worker_.metrics().selections.Add({routing::OutcomeName(d.outcome)});
+  worker_.metrics().selections.Add({d.why});  // why the winner won, or the outcome
   ctx_.route_reason = d.reason;
   switch (d.outcome) {
     case routing::Outcome::kRoute:

@@ -1,11 +1,184 @@
 #include "routing/decide.h"
 
 #include <algorithm>
-#include <cmath>
+#include <charconv>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
 namespace geogate::routing {
+namespace {
+
+struct Candidate {
+  size_t backend = 0;
+  double ettft_ms = 0;
+  double rtt_ms = 0;
+  double service_ms = 0;
+  bool fresh = true;  // its service time is measured, not the prior
+  double load = 0;    // utilization / weight: what power of two choices compares
+  double weight = 1;
+  uint32_t gpu_rank = 0;
+  uint8_t tier = 0;
+};
+
+// One request in this many explores (see decide.h). Each exploration yields
+// a sample that stays fresh for sample_stale_ms, so the cost is about one
+// request per unmeasured backend per stale period.
+constexpr uint64_t kExploreOneIn = 16;
+
+// Inline capacity covers a typical model's pool; bigger pools spill to the heap.
+using Candidates = absl::InlinedVector<Candidate, 16>;
+
+// A routable-but-full or unhealthy backend that serves the request: named
+// as the runner-up when it would have come before the winner.
+struct Excluded {
+  size_t backend = 0;
+  double ettft_ms = 0;  // without its queue term: what it offers with a free slot
+  uint32_t gpu_rank = 0;
+  uint8_t tier = 0;
+  const char* why = nullptr;
+};
+using ExcludedList = absl::InlinedVector<Excluded, 8>;
+
+// Would `e` have been placed before the winner `w` had it been a candidate?
+// The same order as Decide: the window around the best (which `e` might
+// have set), then GPU rank, tier and expected TTFT.
+bool AheadOf(const Excluded& e, const Candidate& w, double best, double slack) {
+  const double best_with = std::min(best, e.ettft_ms);
+  if (e.ettft_ms > best_with + slack) return false;
+  if (w.ettft_ms > best_with + slack) return true;
+  if (e.gpu_rank != w.gpu_rank) return e.gpu_rank < w.gpu_rank;
+  if (e.tier != w.tier) return e.tier < w.tier;
+  return e.ettft_ms < w.ettft_ms;
+}
+
+/// The excluded backend that would have come first, among those ahead of `w`.
+const Excluded* RunnerUpOut(const ExcludedList& out, const Candidate& w, double best,
+                            double slack) {
+  const Excluded* first = nullptr;
+  for (const Excluded& e : out) {
+    if (!AheadOf(e, w, best, slack)) continue;
+    if (first == nullptr || std::tie(e.gpu_rank, e.tier, e.ettft_ms) <
+                                std::tie(first->gpu_rank, first->tier, first->ettft_ms))
+      first = &e;
+  }
+  return first;
+}
+
+/// Position of `gpu` in the model's preference list; unlisted GPUs rank
+/// after every listed one, and an empty list ranks everything equal.
+uint32_t GpuRank(const config::Model& model, const std::string& gpu) {
+  const auto& prefs = model.gpu_preference;
+  for (size_t i = 0; i < prefs.size(); ++i)
+    if (prefs[i] == gpu) return static_cast<uint32_t>(i);
+  return static_cast<uint32_t>(prefs.size());
+}
+
+bool TooSmall(const config::Model& model, const config::Backend& b) {
+  return model.min_vram_gb && b.vram_gb && *b.vram_gb < *model.min_vram_gb;
+}
+
+// splitmix64: turns the caller's random number into independent draws.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+double Unit(uint64_t bits) {
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+/// Index in [0, n) drawn with probability proportional to weight, never `skip`.
+size_t WeightedPick(const Candidate* c, size_t n, double u, size_t skip) {
+  double total = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (i != skip) total += c[i].weight;
+  double target = u * total;
+  size_t last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == skip) continue;
+    last = i;
+    if (target < c[i].weight) return i;
+    target -= c[i].weight;
+  }
+  return last;  // rounding at the top end
+}
+
+void AppendMs(std::string& out, double ms) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, ms, std::chars_format::fixed, 1);
+  out.append(buf, ec == std::errc() ? end : buf);
+  out += "ms";
+}
+
+const char* LostOn(const char* why) {
+  if (why == why::kGpuPreference) return "gpu preference";
+  if (why == why::kRunnerUpFull) return "capacity";
+  if (why == why::kRunnerUpUnhealthy) return "health";
+  return why;  // latency, tier, utilization
+}
+
+// Moves to the front the closest candidate whose estimate rests on no fresh
+// sample and that would beat the winner by more than tie_ms if it served as
+// fast as the winner does (closer, or the winner is queueing). True if it did.
+bool Explore(Candidates& c, double tie_ms, uint64_t random) {
+  if (c.size() < 2 || Mix(random ^ 0x6a09e667f3bcc909ULL) % kExploreOneIn != 0) return false;
+  const Candidate& w = c[0];
+  size_t pick = 0;
+  for (size_t k = 1; k < c.size(); ++k)
+    if (!c[k].fresh && c[k].rtt_ms + w.service_ms + tie_ms < w.ettft_ms &&
+        (pick == 0 || c[k].rtt_ms < c[pick].rtt_ms))
+      pick = k;
+  if (pick == 0) return false;
+  std::rotate(c.begin(), c.begin() + static_cast<ptrdiff_t>(pick),
+              c.begin() + static_cast<ptrdiff_t>(pick) + 1);
+  return true;
+}
+
+// Orders the window by (5): brings the winner of power of two choices among
+// the leading equals to the front and its rival second. Returns the size of
+// that group of equals.
+size_t BreakTies(Candidates& c, size_t window, double tie_ms, uint64_t random) {
+  size_t equals = 1;
+  while (equals < window && c[equals].gpu_rank == c[0].gpu_rank && c[equals].tier == c[0].tier &&
+         c[equals].ettft_ms <= c[0].ettft_ms + tie_ms)
+    ++equals;
+  if (equals < 2) return equals;
+  const uint64_t r1 = Mix(random), r2 = Mix(r1);
+  const size_t a = WeightedPick(c.data(), equals, Unit(r1), equals);
+  const size_t b = WeightedPick(c.data(), equals, Unit(r2), a);
+  // The lower utilization per unit of weight wins; a draw goes to the first
+  // pick, which is itself weighted, so idle equals share by weight.
+  const size_t win = c[b].load < c[a].load ? b : a;
+  const size_t lose = win == a ? b : a;
+  const Candidate w = c[win], l = c[lose];
+  // Keep the others in their order behind the pair.
+  size_t out = equals;
+  for (size_t i = equals; i-- > 0;)
+    if (i != win && i != lose) c[--out] = c[i];
+  c[0] = w;
+  c[1] = l;
+  return equals;
+}
+
+std::string Unrouted(Outcome o, size_t allowed, size_t unfit, size_t routable) {
+  switch (o) {
+    case Outcome::kResidencyDenied:
+      return "residency_denied: no backend in the allowed regions serves the model";
+    case Outcome::kNoHealthy:
+      return absl::StrCat("no_healthy: 0 of ", allowed, " allowed backends routable",
+                          unfit == 0 ? "" : absl::StrCat(" (", unfit, " too small for the model)"));
+    case Outcome::kCapacity:
+      return absl::StrCat("capacity: all ", routable, " routable backends full");
+    case Outcome::kRoute:
+      break;
+  }
+  return OutcomeName(o);
+}
+
+}  // namespace
 
 const char* OutcomeName(Outcome o) {
   switch (o) {
@@ -21,59 +194,130 @@ const char* OutcomeName(Outcome o) {
   return "unknown";
 }
 
-double HaversineKm(const config::GeoPoint& a, const config::GeoPoint& b) {
-  constexpr double kEarthRadiusKm = 6371.0;
-  constexpr double kRad = M_PI / 180.0;
-  double dlat = (b.lat - a.lat) * kRad;
-  double dlon = (b.lon - a.lon) * kRad;
-  double h = std::sin(dlat / 2) * std::sin(dlat / 2) +
-             std::cos(a.lat * kRad) * std::cos(b.lat * kRad) * std::sin(dlon / 2) *
-                 std::sin(dlon / 2);
-  return 2 * kEarthRadiusKm * std::asin(std::min(1.0, std::sqrt(h)));
-}
-
-double ExpectedTtftMs(const config::Snapshot& snap, size_t backend,
-                      const BackendObservation& obs) {
-  const config::Backend& b = snap.backends[backend];
-  const config::Region& r = snap.regions[b.region_index];
-  double prior_rtt = HaversineKm(snap.gateway.location, r.location) / 100.0;
-  double rtt = obs.rtt_ms >= 0 ? obs.rtt_ms : prior_rtt;
-  double ttft = obs.ttft_ms >= 0 ? obs.ttft_ms : static_cast<double>(snap.routing.prior_ttft.count());
-  return rtt + ttft;
-}
-
 Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
-                const config::RegionSet& allowed, const HealthView& health,
-                health::MonotonicTime, uint64_t random) {
+                const config::RegionSet& allowed, const HealthView& health, health::MonotonicTime,
+                uint64_t random) {
   Decision d;
-  const std::vector<size_t>& serving = snap.backends_by_model[facts.model];
-  bool any_allowed = false, any_routable = false;
-  std::vector<size_t> candidates;
-  for (size_t idx : serving) {
+  const config::Model& model = snap.models[facts.model];
+  const bool spot_ok = facts.tenant != nullptr && facts.tenant->allow_spot;
+
+  // (1) Candidates, built from the allowed set only: residency is a filter
+  // applied before anything else, never a weight.
+  size_t n_allowed = 0, n_unfit = 0, n_routable = 0;
+  Candidates c;
+  ExcludedList excluded;
+  for (size_t idx : snap.backends_by_model[facts.model]) {
     const config::Backend& b = snap.backends[idx];
     if (!allowed.contains(b.region_index)) continue;
-    if (b.tier == config::Tier::kSpot && (facts.tenant == nullptr || !facts.tenant->allow_spot))
+    if (b.tier == config::Tier::kSpot && !spot_ok) continue;
+    ++n_allowed;
+    if (TooSmall(model, b)) {
+      ++n_unfit;
       continue;
-    any_allowed = true;
-    BackendObservation obs = health.Observe(idx);
-    if (!obs.routable()) continue;
-    any_routable = true;
-    if (obs.inflight >= b.capacity) continue;
-    candidates.push_back(idx);
+    }
+    const BackendObservation obs = health.Observe(idx);
+    const TtftEstimate est = EstimateTtft(snap, idx, obs);
+    const double ettft = est.total_ms();
+    const bool routable = obs.routable();
+    n_routable += routable;
+    if (!routable || obs.inflight >= b.capacity) {
+      // Judged by what it would offer with a free slot: being full is the
+      // reason it lost, not also a reason to look slow.
+      excluded.push_back({idx, est.rtt_ms + est.service_ms, GpuRank(model, b.gpu),
+                          static_cast<uint8_t>(b.tier),
+                          routable ? why::kRunnerUpFull : why::kRunnerUpUnhealthy});
+      continue;
+    }
+    Candidate& k = c.emplace_back();
+    k.backend = idx;
+    k.ettft_ms = ettft;
+    k.rtt_ms = est.rtt_ms;
+    k.service_ms = est.service_ms;
+    k.fresh = est.fresh_sample;
+    k.weight = b.weight > 0 ? b.weight : 1;
+    k.load = est.utilization / k.weight;
+    k.gpu_rank = GpuRank(model, b.gpu);
+    k.tier = static_cast<uint8_t>(b.tier);
   }
-  if (candidates.empty()) {
-    d.outcome = !any_allowed    ? Outcome::kResidencyDenied
-                : !any_routable ? Outcome::kNoHealthy
-                                : Outcome::kCapacity;
-    d.reason = OutcomeName(d.outcome);
+  if (c.empty()) {
+    d.outcome = n_allowed == 0    ? Outcome::kResidencyDenied
+                : n_routable == 0 ? Outcome::kNoHealthy
+                                  : Outcome::kCapacity;
+    d.why = OutcomeName(d.outcome);
+    d.reason = Unrouted(d.outcome, n_allowed, n_unfit, n_routable);
     return d;
   }
-  // Spread evenly: rotate the candidate list by the random input.
-  std::rotate(candidates.begin(), candidates.begin() + random % candidates.size(),
-              candidates.end());
-  d.plan = std::move(candidates);
-  for (size_t idx : d.plan) d.expected_ttft_ms.push_back(ExpectedTtftMs(snap, idx, health.Observe(idx)));
-  d.reason = absl::StrCat("even spread: ", snap.backends[d.plan.front()].name);
+
+  // (2) best, (3) window, (4) order inside and outside it.
+  double best = c[0].ettft_ms;
+  for (const Candidate& k : c)
+    best = std::min(best, k.ettft_ms);
+  const double slack = static_cast<double>(snap.routing.latency_slack.count());
+  auto outside = std::partition(c.begin(), c.end(),
+                                [&](const Candidate& k) { return k.ettft_ms <= best + slack; });
+  const size_t window = static_cast<size_t>(outside - c.begin());
+  std::sort(c.begin(), outside, [](const Candidate& x, const Candidate& y) {
+    if (x.gpu_rank != y.gpu_rank) return x.gpu_rank < y.gpu_rank;
+    if (x.tier != y.tier) return x.tier < y.tier;
+    if (x.ettft_ms != y.ettft_ms) return x.ettft_ms < y.ettft_ms;
+    return x.backend < y.backend;
+  });
+  std::sort(outside, c.end(), [](const Candidate& x, const Candidate& y) {
+    if (x.ettft_ms != y.ettft_ms) return x.ettft_ms < y.ettft_ms;
+    return x.backend < y.backend;
+  });
+  // (5) equals.
+  const double tie = static_cast<double>(snap.routing.tie.count());
+  const size_t equals = BreakTies(c, window, tie, random);
+  const bool explored = Explore(c, tie, random);
+
+  for (const Candidate& k : c) {
+    d.plan.push_back(k.backend);
+    d.expected_ttft_ms.push_back(k.ettft_ms);
+  }
+
+  // Why the winner won: exploration; else a backend that would have come
+  // first but was full or unhealthy; else the first criterion on which
+  // plan[1] lost.
+  const Candidate& w = c[0];
+  size_t runner = 0;
+  double runner_ettft = 0;
+  if (explored) {
+    d.why = why::kExploration;
+    runner = c[1].backend;
+    runner_ettft = c[1].ettft_ms;
+  } else if (const Excluded* out = RunnerUpOut(excluded, w, best, slack)) {
+    d.why = out->why;
+    runner = out->backend;
+    runner_ettft = out->ettft_ms;
+  } else if (c.size() > 1) {
+    const Candidate& r = c[1];
+    d.why = equals > 1                 ? why::kUtilization
+            : window < 2               ? why::kLatency
+            : r.gpu_rank != w.gpu_rank ? why::kGpuPreference
+            : r.tier != w.tier         ? why::kTier
+                                       : why::kLatency;
+    runner = r.backend;
+    runner_ettft = r.ettft_ms;
+  } else {
+    d.why = why::kOnlyCandidate;
+  }
+
+  d.reason.reserve(96);
+  d.reason += snap.backends[w.backend].name;
+  d.reason += " ettft=";
+  AppendMs(d.reason, w.ettft_ms);
+  if (d.why == why::kOnlyCandidate) {
+    d.reason += "; only candidate";
+  } else {
+    d.runner_up = runner;
+    d.reason += "; runner-up ";
+    d.reason += snap.backends[runner].name;
+    d.reason += " ettft=";
+    AppendMs(d.reason, runner_ettft);
+    d.reason += " lost on ";
+    d.reason += LostOn(d.why);
+  }
   return d;
 }
 

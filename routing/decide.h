@@ -3,32 +3,36 @@
 // set, a view of live health/load, the time and a random number. It returns
 // the ordered attempt plan. The plan is built from the allowed set and
 // nothing else, so no retry or failover can leave it.
+//
+// Order (docs/routing.md explains it with numbers):
+//  1. candidates = allowed ∩ serves the model ∩ fits (min_vram_gb, spot
+//     policy) ∩ routable (healthy, not ejected) ∩ below capacity;
+//  2. best = the lowest expected TTFT (routing/ttft_estimate.h);
+//  3. window = candidates within routing.latency_slack_ms of best;
+//  4. in the window: the model's gpu_preference rank, then tier (reserved,
+//     on-demand, spot), then expected TTFT;
+//  5. the first candidates of the window that share rank and tier and lie
+//     within routing.tie_ms of each other are equals: power of two choices
+//     (weighted by `weight`) on utilization picks the winner among them.
+// Candidates outside the window follow by expected TTFT, as failover targets.
+// Exploration: one request in 16 goes first to a candidate whose estimate
+// rests on no fresh TTFT sample but that would beat the winner by more than
+// tie_ms if it served as fast as the winner (it is closer, or the winner
+// queues), so a backend judged on the prior or on an old slow sample gets
+// measured again instead of staying behind for good.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
-#include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "config/region_set.h"
 #include "config/snapshot.h"
-#include "health/backend_state.h"
 #include "health/time_source.h"
+#include "routing/ttft_estimate.h"
 
 namespace geogate::routing {
-
-/// What the selector knows about one backend right now.
-struct BackendObservation {
-  health::HealthState state = health::HealthState::kUnknown;
-  bool ejected = false;
-  double rtt_ms = -1;        // probe RTT EWMA; < 0 = no sample
-  double ttft_ms = -1;       // observed TTFT EWMA; < 0 = no sample
-  double ttft_age_ms = 0;    // age of the last TTFT sample
-  uint32_t inflight = 0;
-  health::LoadReport load;   // the backend's own report, if any (at_ns == 0: none)
-  double since_healthy_ms = 0;  // time since the backend last became healthy
-
-  bool routable() const { return state == health::HealthState::kHealthy && !ejected; }
-};
 
 class HealthView {
  public:
@@ -50,21 +54,38 @@ enum class Outcome : uint8_t {
 };
 const char* OutcomeName(Outcome o);
 
+/// Why the winner won, in a fixed vocabulary (a metric label). For a routed
+/// request: the first criterion on which the runner-up lost. Otherwise the
+/// outcome's name.
+namespace why {
+inline constexpr const char* kOnlyCandidate = "only_candidate";
+inline constexpr const char* kLatency = "latency";  // runner-up slower
+inline constexpr const char* kGpuPreference = "gpu_preference";
+inline constexpr const char* kTier = "tier";
+inline constexpr const char* kUtilization = "utilization";      // equals: power of two choices
+inline constexpr const char* kRunnerUpFull = "runner_up_full";  // a faster one was at capacity
+inline constexpr const char* kRunnerUpUnhealthy = "runner_up_unhealthy";  // ... or not routable
+inline constexpr const char* kExploration = "exploration";  // measuring an unmeasured one
+}  // namespace why
+
+/// Backend indices, best first. Inline: built per request, and a model's
+/// pool rarely has more than 16 backends.
+using Plan = absl::InlinedVector<size_t, 16>;
+
 struct Decision {
   Outcome outcome = Outcome::kRoute;
-  std::vector<size_t> plan;  // backend indices, best first
+  Plan plan;  // backend indices, best first
   /// Per plan entry: the expected TTFT the selector computed (ms).
-  std::vector<double> expected_ttft_ms;
-  std::string reason;  // for the access log: winner, runner-up and why it lost
+  absl::InlinedVector<double, 16> expected_ttft_ms;
+  /// A why:: constant, or OutcomeName(outcome) when not routed. Static storage.
+  const char* why = why::kOnlyCandidate;
+  /// The runner-up named in `reason` (index into Snapshot::backends), if any:
+  /// plan[1], or a faster backend that was full or unhealthy.
+  std::optional<size_t> runner_up;
+  /// For the access log: winner, its expected TTFT, the runner-up and why it
+  /// lost, e.g. "eu-1 ettft=42.1ms; runner-up eu-2 ettft=44.0ms lost on tier".
+  std::string reason;
 };
-
-/// Expected time to first token for one backend (ms), per DESIGN.md §7:
-/// RTT EWMA + TTFT EWMA (decayed towards the prior when stale) + queue
-/// estimate; the great-circle prior before any sample exists.
-double ExpectedTtftMs(const config::Snapshot& snap, size_t backend, const BackendObservation& obs);
-
-/// Great-circle distance in km.
-double HaversineKm(const config::GeoPoint& a, const config::GeoPoint& b);
 
 Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
                 const config::RegionSet& allowed, const HealthView& health,

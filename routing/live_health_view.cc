@@ -14,6 +14,7 @@ BackendObservation ObserveState(const health::BackendState& s, int64_t now_ns) {
   o.ttft_age_ms = at == 0 ? 0 : static_cast<double>(now_ns - at) / 1e6;
   o.inflight = s.inflight.load(std::memory_order_relaxed);
   o.load = s.load();
+  o.load_age_ms = o.load.at_ns == 0 ? 0 : static_cast<double>(now_ns - o.load.at_ns) / 1e6;
   int64_t since = s.since_ns.load(std::memory_order_relaxed);
   o.since_healthy_ms = o.state == health::HealthState::kHealthy && since != 0
                            ? static_cast<double>(now_ns - since) / 1e6

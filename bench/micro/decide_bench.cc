@@ -1,0 +1,112 @@
+// Per-request cost of backend selection (routing::Decide) for a model served
+// by 8 and by 64 backends, every one healthy and measured, mixed tiers and
+// GPUs, some loaded: the whole path of DESIGN.md §7 runs each time.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "config/loader.h"
+#include "routing/decide.h"
+
+namespace {
+
+using geogate::config::LoadString;
+using geogate::config::SnapshotConstPtr;
+using geogate::routing::BackendObservation;
+using geogate::routing::Decide;
+using geogate::routing::Decision;
+using geogate::routing::HealthView;
+using geogate::routing::RequestFacts;
+
+SnapshotConstPtr Fleet(int backends) {
+  std::string toml = R"(
+[gateway]
+location = { lat = 50.11, lon = 8.68 }
+[[gateway.listeners]]
+address = "127.0.0.1:0"
+[[models]]
+name = "m"
+gpu_preference = ["L4", "T4", "H100"]
+)";
+  const char* gpus[] = {"L4", "H100", "T4", "A10"};
+  const char* tiers[] = {"reserved", "on-demand", "on-demand", "spot"};
+  for (int r = 0; r < 8; ++r)
+    absl::StrAppend(&toml, "[[regions]]\nname = \"r", r, "\"\njurisdiction = \"EU\"\n",
+                    "location = { lat = ", 40 + r, ", lon = ", -10 + 4 * r, " }\n");
+  for (int b = 0; b < backends; ++b)
+    absl::StrAppend(&toml, "[[backends]]\nname = \"b", b, "\"\nregion = \"r", b % 8,
+                    "\"\nurl = \"http://10.0.0.", b + 1, ":8000\"\nmodels = [\"m\"]\n", "gpu = \"",
+                    gpus[b % 4], "\"\ntier = \"", tiers[(b / 3) % 4], "\"\ncapacity = 32\n");
+  auto r = LoadString(toml, "bench.toml", "/tmp", [](const std::string&) { return std::nullopt; });
+  if (!r.ok()) {
+    for (const auto& e : r.errors)
+      std::fprintf(stderr, "%s\n", e.ToString().c_str());
+    std::abort();
+  }
+  return r.snapshot;
+}
+
+class FixedView final : public HealthView {
+ public:
+  explicit FixedView(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      BackendObservation o;
+      o.state = geogate::health::HealthState::kHealthy;
+      o.rtt_ms = 2.0 + static_cast<double>(i % 8) * 6.5;
+      o.ttft_ms = o.rtt_ms + 30 + static_cast<double>(i % 5);
+      o.ttft_age_ms = 200;
+      o.since_healthy_ms = 60'000;
+      o.inflight = static_cast<uint32_t>((i * 7) % 33);  // some full
+      if (i % 2 == 0) {
+        o.load.at_ns = 1;
+        o.load.inflight = static_cast<int32_t>(o.inflight);
+        o.load.queue_depth = static_cast<int32_t>(i % 3);
+        o.load.kv_cache_utilization = 0.5f;
+      }
+      obs_.push_back(o);
+    }
+  }
+  BackendObservation Observe(size_t backend) const override { return obs_[backend]; }
+
+ private:
+  std::vector<BackendObservation> obs_;
+};
+
+void BM_Decide(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  SnapshotConstPtr snap = Fleet(n);
+  FixedView view(static_cast<size_t>(n));
+  const auto allowed = snap->AllRegions();
+  geogate::config::Tenant tenant;
+  tenant.allow_spot = true;
+  RequestFacts facts{0, &tenant};
+  uint64_t random = 0x1234;
+  size_t plan = 0;
+  for (auto _ : state) {
+    random = random * 6364136223846793005ULL + 1442695040888963407ULL;
+    Decision d = Decide(*snap, facts, allowed, view, {}, random);
+    plan += d.plan.size();
+    benchmark::DoNotOptimize(d);
+  }
+  state.counters["plan_len"] =
+      benchmark::Counter(static_cast<double>(plan), benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_Decide)->Arg(8)->Arg(64);
+
+void BM_ExpectedTtft(benchmark::State& state) {
+  SnapshotConstPtr snap = Fleet(8);
+  FixedView view(8);
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(geogate::routing::ExpectedTtftMs(*snap, i, view.Observe(i)));
+    i = (i + 1) & 7;
+  }
+}
+BENCHMARK(BM_ExpectedTtft);
+
+}  // namespace
+
+BENCHMARK_MAIN();
