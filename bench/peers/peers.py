@@ -415,15 +415,21 @@ class Nginx(_Proxy):
 
 
 def versions(geogate_bin: str) -> dict[str, str]:
-    def first_line(args: list[str]) -> str:
+    def run(args: list[str]) -> str:
         try:
             r = subprocess.run(args, capture_output=True, text=True, timeout=10)
         except OSError:
             return "not installed"
-        return ((r.stdout or "") + (r.stderr or "")).strip().splitlines()[0] if (r.stdout or r.stderr) else "?"
-    return {"geogate": first_line([geogate_bin, "--version"]),
-            "HAProxy": first_line(["haproxy", "-v"]),
-            "NGINX": first_line(["nginx", "-v"]),
-            "wrk": first_line(["wrk", "-v"]),
-            "OpenSSL": first_line(["openssl", "version"]),
-            "kernel": os.uname().release}
+        return ((r.stdout or "") + (r.stderr or "")).strip()
+
+    def grab(text: str, pattern: str) -> str:
+        import re
+        m = re.search(pattern, text)
+        return m.group(1) if m else (text.splitlines() or ["?"])[0]
+
+    return {"geogate": grab(run([geogate_bin, "--version"]), r"geogate\s+(\S+)"),
+            "HAProxy": grab(run(["haproxy", "-v"]), r"version\s+(\S+)"),
+            "NGINX": grab(run(["nginx", "-v"]), r"nginx/(\S+)"),
+            "wrk": grab(run(["wrk", "-v"]), r"wrk\s+(\S+)"),
+            "OpenSSL": grab(run(["openssl", "version"]), r"OpenSSL\s+(\S+)"),
+            "Linux": os.uname().release}
