@@ -1,0 +1,435 @@
+"""The processes bench/compare measures: the upstreams (gpusim instances and
+the optional static responder) and the contenders (upstream direct, geogate,
+HAProxy, NGINX), each started pinned to a CPU set with a config rendered from
+the templates next to this file.
+
+Every contender exposes one port per *lane* (fast, tls, sse, paced, probe,
+long); a lane is one upstream. HAProxy and NGINX get one frontend/server per
+lane, so they do no routing work the test does not need; geogate serves all
+lanes on one plain and one TLS listener and routes by model, with its geo
+database, residency rule, access log and metrics on.
+
+Processes are stopped by their own PID only (never by name).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import string
+import subprocess
+import time
+import urllib.request
+from typing import Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+LANES = ("fast", "tls", "sse", "paced", "probe", "long")
+#: The model each lane's requests name; geogate routes on it.
+MODELS = {"fast": "llama-3.1-8b", "tls": "llama-3.1-8b", "sse": "sse", "paced": "paced",
+          "probe": "probe", "long": "long"}
+#: Idle upstream keep-alive connections per worker, equal for every proxy.
+POOL = 1024
+#: What every client sends: a documentation address the geo fixture puts in
+#: DE (EU), so geogate looks it up and applies the EU residency rule.
+CLIENT_XFF = "192.0.2.1"
+
+
+class StartError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def render(template: str, dest: str, **values) -> str:
+    with open(os.path.join(HERE, template)) as f:
+        text = string.Template(f.read()).substitute({k: str(v) for k, v in values.items()})
+    with open(dest, "w") as f:
+        f.write(text)
+    return dest
+
+
+def nofile() -> int:
+    """The open-file limit every server gets (bench/compare raises it first)."""
+    import resource
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def user_line() -> str:
+    # As root, NGINX workers would switch to `nobody` and lose access to the
+    # run directory; keep them as the invoking user.
+    return "user root root;" if os.geteuid() == 0 else ""
+
+
+# ---------------------------------------------------------------------------
+# /proc accounting
+
+
+def process_tree(pid: int) -> list[int]:
+    """pid and all its descendants (NGINX master + workers)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def cpu_ns(pids: list[int]) -> int:
+    """Time on CPU (ns) of every thread of `pids`, from /proc/PID/task/TID/schedstat."""
+    total = 0
+    for p in pids:
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+    return total
+
+
+def rss_kib(pids: list[int]) -> int:
+    total = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+# ---------------------------------------------------------------------------
+# processes
+
+
+class Proc:
+    """One child process pinned with `taskset -c CPUS`, output to a log file."""
+
+    def __init__(self, name: str, args: list[str], cpus: str, log: str, cwd: Optional[str] = None):
+        self.name, self.args, self.cpus, self.log_path, self.cwd = name, args, cpus, log, cwd
+        self.popen: Optional[subprocess.Popen] = None
+
+    @property
+    def command(self) -> list[str]:
+        return ["taskset", "-c", self.cpus] + self.args
+
+    def start(self) -> "Proc":
+        log = open(self.log_path, "ab")
+        self.popen = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=subprocess.STDOUT, cwd=self.cwd)
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def tail(self, n: int = 20) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"\n".join(f.read().splitlines()[-n:]).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        os.kill(self.popen.pid, sig)
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=10)
+
+
+def wait_port(port: int, proc: Proc, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise StartError(f"{proc.name} exited during start-up:\n{proc.tail()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise StartError(f"{proc.name}: nothing listening on port {port} after {timeout}s:\n{proc.tail()}")
+
+
+def http_status(url: str, timeout: float = 2.0) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+def make_tls(directory: str) -> tuple[str, str, str]:
+    """A self-signed EC P-256 certificate for localhost/127.0.0.1: (cert, key, bundle)."""
+    cert, key, bundle = (os.path.join(directory, n) for n in ("cert.pem", "key.pem", "bundle.pem"))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    with open(bundle, "w") as out:
+        out.write(open(cert).read() + open(key).read())
+    return cert, key, bundle
+
+
+# ---------------------------------------------------------------------------
+# upstreams
+
+
+#: A non-streamed chat.completion of the size gpusim sends for 16 tokens.
+STATIC_BODY = ('{"id":"chatcmpl-static","object":"chat.completion","created":0,'
+               '"model":"llama-3.1-8b","choices":[{"index":0,"message":{"role":"assistant",'
+               '"content":"tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 tok8 tok9 tok10 tok11 tok12 '
+               'tok13 tok14 tok15"},"finish_reason":"length"}],"usage":{"prompt_tokens":6,'
+               '"completion_tokens":16,"total_tokens":22}}')
+
+
+class Upstreams:
+    """The upstream of every lane, all pinned to `cpus`:
+    fast  - non-streaming answers: gpusim with no delays, or the static NGINX responder;
+    tls   - the same answers over TLS (only the "upstream direct" row uses it);
+    sse   - 64-token SSE streams with no delays (gpusim);
+    paced - tokens on a shared 2 ms decode grid (gpusim --decode-step-ms 2);
+    probe - first token at once, then 5 ms apart (gpusim), for TTFT probes;
+    long  - one token a second for a long time (gpusim), for the memory test.
+    """
+
+    def __init__(self, build: str, run_dir: str, cpus: str, fast_kind: str, tls: tuple):
+        self.gpusim = os.path.join(build, "bench", "gpusim", "geogate-gpusim")
+        self.dir, self.cpus, self.fast_kind, self.tls = run_dir, cpus, fast_kind, tls
+        self.ports: dict[str, int] = {}
+        self.procs: dict[str, Proc] = {}
+
+    def _sim(self, lane: str, *flags: str) -> None:
+        port = free_port()
+        args = [self.gpusim, "--listen", f"127.0.0.1:{port}", "--name", lane, "--threads", "1",
+                "--rtt-ms", "0", "--idle-timeout-ms", "120000", "--models", MODELS[lane], *flags]
+        self.procs[lane] = Proc(f"gpusim-{lane}", args, self.cpus,
+                                os.path.join(self.dir, f"gpusim-{lane}.log")).start()
+        self.ports[lane] = port
+
+    def start(self) -> "Upstreams":
+        cert, key, _ = self.tls
+        if self.fast_kind == "static":
+            sdir = os.path.join(self.dir, "static")
+            os.makedirs(sdir, exist_ok=True)
+            self.ports["fast"], self.ports["tls"] = free_port(), free_port()
+            conf = render("static-upstream.conf.in", os.path.join(sdir, "nginx.conf"),
+                          user_line=user_line(), nofile=nofile(), dir=sdir, port=self.ports["fast"],
+                          port_tls=self.ports["tls"], tls_cert=cert, tls_key=key, body=STATIC_BODY)
+            self.procs["fast"] = Proc("static", ["nginx", "-p", sdir, "-c", conf, "-e",
+                                                 os.path.join(sdir, "nginx-error.log")],
+                                      self.cpus, os.path.join(sdir, "stdout.log")).start()
+        else:
+            self._sim("fast", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "16")
+            self._sim("tls", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "16",
+                      "--tls-cert", cert, "--tls-key", key)
+        self._sim("sse", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "64")
+        self._sim("paced", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "64",
+                  "--decode-step-ms", "2")
+        self._sim("probe", "--ttft-ms", "0", "--token-interval-ms", "5", "--tokens", "8")
+        self._sim("long", "--ttft-ms", "0", "--token-interval-ms", "1000", "--tokens", "100000",
+                  "--max-tokens-cap", "1000000")
+        for lane, port in self.ports.items():
+            wait_port(port, self.procs.get(lane) or self.procs["fast"])
+        return self
+
+    def pids(self, lane: str) -> list[int]:
+        return process_tree((self.procs.get(lane) or self.procs["fast"]).pid)
+
+    def all_pids(self) -> list[int]:
+        return [p for proc in self.procs.values() for p in process_tree(proc.pid)]
+
+    def commands(self) -> list[str]:
+        return [" ".join(p.command) for p in self.procs.values()]
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            p.stop(signal.SIGTERM if p.name != "static" else signal.SIGQUIT)
+
+
+# ---------------------------------------------------------------------------
+# contenders
+
+
+class Contender:
+    """Something wrk talks to. ports: lane -> port; pids(): what its CPU and RSS are."""
+    key = ""
+    label = ""
+
+    def __init__(self) -> None:
+        self.ports: dict[str, int] = {}
+        self.procs: list[Proc] = []
+
+    def url(self, lane: str) -> str:
+        scheme = "https" if lane == "tls" else "http"
+        return f"{scheme}://127.0.0.1:{self.ports[lane]}"
+
+    def pids(self, lane: str = "fast") -> list[int]:
+        return [p for proc in self.procs for p in process_tree(proc.pid)]
+
+    def commands(self) -> list[str]:
+        return [" ".join(p.command) for p in self.procs]
+
+    def start(self) -> "Contender":
+        return self
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.stop()
+
+
+class Direct(Contender):
+    """The upstream itself: the physical limit. Its CPU is the lane's upstream."""
+    key, label = "direct", "upstream direct"
+
+    def __init__(self, upstreams: Upstreams):
+        super().__init__()
+        self.up = upstreams
+        self.ports = dict(upstreams.ports)
+
+    def pids(self, lane: str = "fast") -> list[int]:
+        return self.up.pids(lane)
+
+    def commands(self) -> list[str]:
+        return []
+
+
+class _Proxy(Contender):
+    def __init__(self, run_dir: str, cpus: str, threads: int, upstreams: Upstreams, tls: tuple):
+        super().__init__()
+        self.dir = os.path.join(run_dir, f"{self.key}-{threads}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.cpus, self.threads, self.up, self.tls = cpus, threads, upstreams, tls
+
+    def _values(self) -> dict:
+        cert, key, bundle = self.tls
+        v = {"threads": self.threads, "dir": self.dir, "pool": POOL, "tls_cert": cert,
+             "tls_key": key, "tls_bundle": bundle, "user_line": user_line(), "nofile": nofile()}
+        for lane in LANES:
+            v[f"up_{lane}"] = self.up.ports["fast" if lane == "tls" else lane]
+            v[f"model_{lane}"] = MODELS[lane]
+        return v
+
+
+class Geogate(_Proxy):
+    key, label = "geogate", "geogate"
+
+    def __init__(self, *args, binary: str, geo_db: Optional[str], **kw):
+        super().__init__(*args, **kw)
+        self.binary, self.geo_db = binary, geo_db
+
+    def start(self) -> "Geogate":
+        plain, tls, admin = free_port(), free_port(), free_port()
+        self.ports = {lane: plain for lane in LANES}
+        self.ports["tls"] = tls
+        self.admin_port = admin
+        if self.geo_db:
+            geo = ("[geo]\n" f'database = "{self.geo_db}"\n' 'client_ip = "x-forwarded-for"\n'
+                   'trusted_proxies = ["127.0.0.0/8"]\n' 'unknown = "anywhere"')
+        else:
+            geo = '[geo]\nunknown = "anywhere"'
+        conf = render("geogate.toml.in", os.path.join(self.dir, "geogate.toml"), **self._values(),
+                      port_fast=plain, port_tls=tls, port_admin=admin, geo_block=geo)
+        proc = Proc("geogate", [self.binary, "--config", conf], self.cpus,
+                    os.path.join(self.dir, "geogate.log")).start()
+        self.procs = [proc]
+        deadline = time.monotonic() + 30
+        while http_status(f"http://127.0.0.1:{admin}/readyz") != 200:
+            if not proc.alive() or time.monotonic() > deadline:
+                self.stop()
+                raise StartError(f"geogate did not become ready:\n{proc.tail()}")
+            time.sleep(0.1)
+        return self
+
+
+class Haproxy(_Proxy):
+    key, label = "haproxy", "HAProxy"
+
+    def start(self) -> "Haproxy":
+        self.ports = {lane: free_port() for lane in LANES}
+        conf = render("haproxy.cfg.in", os.path.join(self.dir, "haproxy.cfg"), **self._values(),
+                      **{f"port_{lane}": p for lane, p in self.ports.items()})
+        check = subprocess.run(["haproxy", "-c", "-f", conf], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise StartError(f"haproxy -c rejected {conf}:\n{check.stdout}{check.stderr}")
+        # -db: stay in the foreground; the access log (stdout) goes to a file.
+        proc = Proc("haproxy", ["haproxy", "-db", "-f", conf], self.cpus,
+                    os.path.join(self.dir, "access.log")).start()
+        self.procs = [proc]
+        for port in self.ports.values():
+            wait_port(port, proc)
+        return self
+
+
+class Nginx(_Proxy):
+    key, label = "nginx", "NGINX"
+
+    def start(self) -> "Nginx":
+        self.ports = {lane: free_port() for lane in LANES}
+        conf = render("nginx.conf.in", os.path.join(self.dir, "nginx.conf"), **self._values(),
+                      **{f"port_{lane}": p for lane, p in self.ports.items()})
+        args = ["nginx", "-p", self.dir, "-c", conf, "-e", os.path.join(self.dir, "nginx-error.log")]
+        check = subprocess.run(args + ["-t", "-q"], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise StartError(f"nginx -t rejected {conf}:\n{check.stdout}{check.stderr}")
+        proc = Proc("nginx", args, self.cpus, os.path.join(self.dir, "stdout.log")).start()
+        self.procs = [proc]
+        for port in self.ports.values():
+            wait_port(port, proc)
+        # Wait for every worker to be up, so the first run does not time their start.
+        deadline = time.monotonic() + 10
+        while len(process_tree(proc.pid)) < 1 + self.threads and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.stop(signal.SIGQUIT)  # graceful: the master stops its workers
+
+
+def versions(geogate_bin: str) -> dict[str, str]:
+    def run(args: list[str]) -> str:
+        try:
+            r = subprocess.run(args, capture_output=True, text=True, timeout=10)
+        except OSError:
+            return "not installed"
+        return ((r.stdout or "") + (r.stderr or "")).strip()
+
+    def grab(text: str, pattern: str) -> str:
+        import re
+        m = re.search(pattern, text)
+        return m.group(1) if m else (text.splitlines() or ["?"])[0]
+
+    return {"geogate": grab(run([geogate_bin, "--version"]), r"geogate\s+(\S+)"),
+            "HAProxy": grab(run(["haproxy", "-v"]), r"version\s+(\S+)"),
+            "NGINX": grab(run(["nginx", "-v"]), r"nginx/(\S+)"),
+            "wrk": grab(run(["wrk", "-v"]), r"wrk\s+(\S+)"),
+            "OpenSSL": grab(run(["openssl", "version"]), r"OpenSSL\s+(\S+)"),
+            "Linux": os.uname().release}
