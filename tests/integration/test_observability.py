@@ -5,6 +5,7 @@ carries one JSON line per request, and the admin endpoints answer."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import unittest
@@ -39,6 +40,18 @@ class MetricsTest(unittest.TestCase):
         r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
         # promtool exits non-zero on format errors; lint remarks are printed too.
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_every_family_is_documented(self):
+        """docs/observability.md lists every metric family the gateway exports."""
+        post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL))
+        families = {line.split()[2] for line in self.gw.metrics().splitlines()
+                    if line.startswith("# TYPE ")}
+        self.assertGreater(len(families), 40)
+        doc_path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "observability.md")
+        with open(doc_path) as f:
+            doc = f.read()
+        missing = sorted(f for f in families if f"`{f}`" not in doc)
+        self.assertEqual(missing, [], "metric families missing from docs/observability.md")
 
     def test_counters_move_with_requests(self):
         before_ok = self.gw.metric("geogate_requests_total", backend="b1", code="200", gpu="H100",
