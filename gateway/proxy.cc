@@ -35,7 +35,6 @@ namespace {
 using health::FailureReason;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
-constexpr size_t kRelayBufferBytes = 16 * 1024;
 constexpr auto kHealthWatchPeriod = std::chrono::milliseconds(25);
 
 double MillisSince(Clock::time_point t0, Clock::time_point t1) {
@@ -91,6 +90,13 @@ class DisconnectWatch {
   ~DisconnectWatch() {
     state_->active = false;
     state_->target = nullptr;
+    // A wait left pending would make the session's next read the second
+    // read op on the socket, which costs Asio an epoll_ctl per request. The
+    // response is written by now: nothing else is pending on the socket.
+    if (state_->waiting && state_->client != nullptr) {
+      boost::system::error_code ec;
+      state_->client->cancel(ec);
+    }
     state_->client = nullptr;
   }
   DisconnectWatch(const DisconnectWatch&) = delete;
@@ -106,10 +112,13 @@ class DisconnectWatch {
     beast::tcp_stream* target = nullptr;
     bool active = true;
     bool gone = false;
+    bool waiting = false;
   };
 
   static void Arm(const std::shared_ptr<State>& st) {
+    st->waiting = true;
     st->client->async_wait(net::ip::tcp::socket::wait_read, [st](boost::system::error_code ec) {
+      st->waiting = false;
       if (ec || !st->active || st->client == nullptr) return;
       char byte;
       ssize_t n = ::recv(st->client->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -210,7 +219,9 @@ class ProxyCall {
         worker_(ctx.worker),
         shared_(ctx.worker.shared()),
         up_cfg_(ctx.cfg.gateway.upstream),
-        watch_(ctx.session.stream().lowest().socket()) {}
+        watch_(ctx.session.stream().lowest().socket()),
+        relay_lease_(ctx.worker.relay_buffers().Take()),
+        relay_buf_(relay_lease_.data()) {}
 
   net::awaitable<bool> Run();
 
@@ -227,6 +238,8 @@ class ProxyCall {
   net::awaitable<bool> Fail(ErrorKind kind, std::string_view message, int retry_after = -1);
   void ReportFailure(size_t backend, FailureReason reason);
   void AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds);
+  size_t DrainBuffered(UpstreamConn& conn, http::response_parser<http::buffer_body>& parser,
+                       size_t got);
 
   RequestContext& ctx_;
   const RequestBody& body_;
@@ -237,7 +250,8 @@ class ProxyCall {
   http::request<http::string_body> up_;
   std::string original_target_;
   health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
-  char relay_buf_[kRelayBufferBytes];
+  BufferPool::Lease relay_lease_;
+  char* const relay_buf_;
 };
 
 net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, int retry_after) {
@@ -462,7 +476,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   size_t first = 0;
   while (!parser->is_done() && first == 0) {
     parser->get().body().data = relay_buf_;
-    parser->get().body().size = sizeof relay_buf_;
+    parser->get().body().size = kRelayBufferBytes;
     auto [ec, n] = co_await http::async_read_some(conn->stream, conn->buffer, *parser, kUseTuple);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
@@ -480,7 +494,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
       r.detail = ec.message();
       co_return r;
     }
-    first = sizeof relay_buf_ - parser->get().body().size;
+    first = DrainBuffered(*conn, *parser, kRelayBufferBytes - parser->get().body().size);
   }
   health_watch->Stop();
   // Committed: a retry that got here is an ordinary request from now on.
@@ -557,7 +571,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
 
   while (!parser.is_done()) {
     parser.get().body().data = relay_buf_;
-    parser.get().body().size = sizeof relay_buf_;
+    parser.get().body().size = kRelayBufferBytes;
     conn.stream.lowest().expires_after(up_cfg_.stream_idle_timeout);
     auto [ec, n] = co_await http::async_read_some(conn.stream, conn.buffer, parser, kUseTuple);
     if (ec == http::error::need_buffer) ec = {};
@@ -591,7 +605,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
                     std::chrono::duration<double>(Clock::now() - stream_start).count());
       co_return r;
     }
-    size_t got = sizeof relay_buf_ - parser.get().body().size;
+    size_t got = DrainBuffered(conn, parser, kRelayBufferBytes - parser.get().body().size);
     if (got == 0) continue;
     if (!co_await WriteToClient(std::string_view(relay_buf_, got), nullptr, chunked, observer)) {
       worker_.metrics().client_disconnects++;
@@ -620,6 +634,28 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   upstream_reusable = parser.keep_alive();
   r.keep_alive = keep_alive;
   co_return r;
+}
+
+// A Beast read_some parses one element (a chunk header, or one chunk's
+// data) even when more is buffered. This parses what is already in the
+// connection's buffer into the relay buffer after its first `got` bytes,
+// without reading from the socket, so tokens that arrived together leave in
+// one write instead of a read-and-write round each. It stops at an
+// incomplete element: nothing ever waits for more bytes here. (Beast's
+// eager mode would, inside read_some.) A parse error is left for the next
+// read to report. Returns the relay buffer's new fill.
+size_t ProxyCall::DrainBuffered(UpstreamConn& conn,
+                                http::response_parser<http::buffer_body>& parser, size_t got) {
+  while (!parser.is_done() && conn.buffer.size() > 0 && got < kRelayBufferBytes) {
+    parser.get().body().data = relay_buf_ + got;
+    parser.get().body().size = kRelayBufferBytes - got;
+    boost::system::error_code ec;
+    size_t used = parser.put(conn.buffer.data(), ec);
+    conn.buffer.consume(used);
+    got = kRelayBufferBytes - parser.get().body().size;
+    if (ec || used == 0) break;  // need_more, need_buffer (full) or an error
+  }
+  return got;
 }
 
 // One gather write per upstream read: [head] [chunk size] data [CRLF].
@@ -681,8 +717,8 @@ void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double str
 }  // namespace
 
 net::awaitable<bool> ProxyRequest(RequestContext& ctx, const RequestBody& body) {
-  // The call object holds the relay buffer; keep it off the coroutine frame
-  // of the session so idle connections stay small.
+  // Off the session's coroutine frame, so idle connections stay small; the
+  // relay buffer inside comes from the worker's pool.
   auto call = std::make_unique<ProxyCall>(ctx, body);
   co_return co_await call->Run();
 }

@@ -13,8 +13,8 @@
 
 namespace geogate::gateway {
 
-using net::ip::tcp;
 using health::FailureReason;
+using net::ip::tcp;
 
 namespace {
 
@@ -23,6 +23,8 @@ constexpr auto kDnsTtl = std::chrono::seconds(30);
 
 // A pooled connection is reusable when reading from it would block: no EOF
 // from the backend and no unsolicited bytes.
+constexpr health::Millis kCheckIdleAfter{1000};
+
 bool LooksAlive(UpstreamConn& c) {
   int fd = c.stream.lowest().socket().native_handle();
   char byte;
@@ -44,7 +46,9 @@ FailureReason ClassifyConnectError(const boost::system::error_code& ec) {
   return FailureReason::kConnectTimeout;
 }
 
-UpstreamPool::~UpstreamPool() { Clear(); }
+UpstreamPool::~UpstreamPool() {
+  Clear();
+}
 
 UpstreamConnPtr UpstreamPool::TakeIdle(const std::string& key, health::MonotonicTime now,
                                        health::Millis idle_timeout) {
@@ -54,7 +58,13 @@ UpstreamConnPtr UpstreamPool::TakeIdle(const std::string& key, health::Monotonic
   while (!list.empty()) {
     UpstreamConnPtr c = std::move(list.back());
     list.pop_back();
-    if (now - c->idle_since > idle_timeout || !LooksAlive(*c)) continue;  // closed on drop
+    health::Millis idle = std::chrono::duration_cast<health::Millis>(now - c->idle_since);
+    if (idle > idle_timeout) continue;  // closed on drop
+    // A connection idle for a moment is used without a liveness syscall:
+    // backends close idle connections after seconds, not milliseconds, and
+    // a reused connection found closed is retried on a fresh one anyway
+    // (ProxyCall::Attempt, IsStaleConnectionError).
+    if (idle >= kCheckIdleAfter && !LooksAlive(*c)) continue;
     return c;
   }
   return nullptr;
@@ -71,7 +81,8 @@ void UpstreamPool::Release(UpstreamConnPtr conn, health::MonotonicTime now, uint
 void UpstreamPool::Sweep(health::MonotonicTime now, health::Millis idle_timeout) {
   for (auto it = idle_.begin(); it != idle_.end();) {
     auto& list = it->second;
-    std::erase_if(list, [&](const UpstreamConnPtr& c) { return now - c->idle_since > idle_timeout; });
+    std::erase_if(list,
+                  [&](const UpstreamConnPtr& c) { return now - c->idle_since > idle_timeout; });
     if (list.empty())
       idle_.erase(it++);
     else
@@ -79,11 +90,14 @@ void UpstreamPool::Sweep(health::MonotonicTime now, health::Millis idle_timeout)
   }
 }
 
-void UpstreamPool::Clear() { idle_.clear(); }
+void UpstreamPool::Clear() {
+  idle_.clear();
+}
 
 size_t UpstreamPool::idle_count() const {
   size_t n = 0;
-  for (const auto& [k, v] : idle_) n += v.size();
+  for (const auto& [k, v] : idle_)
+    n += v.size();
   return n;
 }
 
@@ -97,14 +111,15 @@ net::awaitable<std::vector<tcp::endpoint>> UpstreamPool::Resolve(const config::B
   if (auto it = dns_.find(key); it != dns_.end() && now - it->second.at < kDnsTtl)
     co_return it->second.endpoints;
   tcp::resolver resolver(ioc_);
-  auto [rec, results] = co_await resolver.async_resolve(backend.host, std::to_string(backend.port),
-                                                        kUseTuple);
+  auto [rec, results] =
+      co_await resolver.async_resolve(backend.host, std::to_string(backend.port), kUseTuple);
   if (rec) {
     ec = rec;
     co_return std::vector<tcp::endpoint>{};
   }
   std::vector<tcp::endpoint> eps;
-  for (const auto& r : results) eps.push_back(r.endpoint());
+  for (const auto& r : results)
+    eps.push_back(r.endpoint());
   dns_[key] = Resolved{eps, now};
   co_return eps;
 }
@@ -125,8 +140,8 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
   auto [cec, ep] = co_await tcp_stream.async_connect(endpoints, kUseTuple);
   if (cec) {
     result.failure = ClassifyConnectError(cec);
-    result.error = "connect to " + backend.host + ":" + std::to_string(backend.port) + ": " +
-                   cec.message();
+    result.error =
+        "connect to " + backend.host + ":" + std::to_string(backend.port) + ": " + cec.message();
     co_return result;
   }
   tcp_stream.socket().set_option(tcp::no_delay(true), ec);
@@ -143,11 +158,12 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
   net::ip::make_address(backend.host, addr_ec);
   if (addr_ec)  // SNI only for names, never for IP literals (RFC 6066 §3)
     SSL_set_tlsext_host_name(ssl_stream.native_handle(), backend.host.c_str());
-  if (backend.tls_verify) ssl_stream.set_verify_callback(net::ssl::host_name_verification(backend.host));
+  if (backend.tls_verify)
+    ssl_stream.set_verify_callback(net::ssl::host_name_verification(backend.host));
   auto [hec] = co_await ssl_stream.async_handshake(net::ssl::stream_base::client, kUseTuple);
   if (hec) {
-    result.failure = hec == beast::error::timeout ? FailureReason::kConnectTimeout
-                                                 : FailureReason::kTlsError;
+    result.failure =
+        hec == beast::error::timeout ? FailureReason::kConnectTimeout : FailureReason::kTlsError;
     result.error = "TLS handshake with " + backend.host + ": " + hec.message();
     co_return result;
   }

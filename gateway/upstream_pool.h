@@ -23,8 +23,13 @@
 
 namespace geogate::gateway {
 
+/// Read size towards a backend. Beast reads at most the buffer's free
+/// capacity, 512 bytes for a fresh flat_buffer: a 600-byte answer then took
+/// two reads from the backend and two writes to the client.
+inline constexpr size_t kUpstreamReadBytes = 8 * 1024;
+
 struct UpstreamConn {
-  explicit UpstreamConn(Stream&& s) : stream(std::move(s)) {}
+  explicit UpstreamConn(Stream&& s) : stream(std::move(s)) { buffer.reserve(kUpstreamReadBytes); }
   Stream stream;
   beast::flat_buffer buffer;  // bytes read past the last response (normally none)
   std::string key;

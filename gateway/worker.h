@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "gateway/access_log.h"
+#include "gateway/buffer_pool.h"
 #include "gateway/runtime.h"
 #include "gateway/server_shared.h"
 #include "gateway/showback_ledger.h"
@@ -34,6 +35,11 @@ struct ListenerSpec {
   bool tls = false;
   bool proxy_protocol = false;
 };
+
+/// Bytes read from a backend per relay step (and the most sent per write).
+inline constexpr size_t kRelayBufferBytes = 16 * 1024;
+/// Idle relay buffers a worker keeps (4 MiB).
+inline constexpr size_t kRelayBuffersKept = 256;
 
 class Worker {
  public:
@@ -62,6 +68,8 @@ class Worker {
   UpstreamPool& pool() { return pool_; }
   WorkerMetrics& metrics() { return metrics_; }
   AccessLogBuffer& access_log() { return log_; }
+  /// 16 KiB relay buffers for proxied responses, recycled.
+  BufferPool& relay_buffers() { return relay_buffers_; }
   /// Showback buckets of this worker; the server collects closed minutes.
   ShowbackLedger& showback_ledger() { return ledger_; }
   void Register(Session* s) { sessions_.insert(s); }
@@ -86,6 +94,7 @@ class Worker {
   UpstreamPool pool_{*ioc_};
   WorkerMetrics metrics_;
   AccessLogBuffer log_;
+  BufferPool relay_buffers_{kRelayBufferBytes, kRelayBuffersKept};
   ShowbackLedger ledger_;
   absl::flat_hash_set<Session*> sessions_;
   std::unique_ptr<net::steady_timer> housekeeping_ = std::make_unique<net::steady_timer>(*ioc_);
