@@ -349,13 +349,9 @@ net::awaitable<bool> ProxyCall::Run() {
     size_t backend = decision.plan[i];
     if (i > 0) {
       // A retry: counted against the process-wide budget so a region-wide
-      // failure does not multiply the load on what is left. A request whose
-      // backend refused the connection, or was declared dead by the health
-      // checks while the request waited, cost that backend nothing: moving
-      // it is rerouting, not amplification, and never refused.
-      bool free_reroute = last.failure == FailureReason::kConnectRefused ||
-                          last.failure == FailureReason::kProbeTimeout;
-      if (shared_.retry_budget != nullptr && !free_reroute) {
+      // failure does not multiply the load on what is left, unless the
+      // backend failed without serving (health::IsFreeReroute).
+      if (shared_.retry_budget != nullptr && !health::IsFreeReroute(last.failure)) {
         retry_slot_ = shared_.retry_budget->tryRetry();
         if (!retry_slot_) {
           worker_.metrics().retry_budget_exhausted++;

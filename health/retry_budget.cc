@@ -4,6 +4,11 @@
 
 namespace geogate::health {
 
+bool IsFreeReroute(FailureReason reason) {
+  return reason == FailureReason::kConnectRefused || reason == FailureReason::kReset ||
+         reason == FailureReason::kProbeTimeout;
+}
+
 RetryBudget::RequestGuard& RetryBudget::RequestGuard::operator=(RequestGuard&& o) noexcept {
   if (this != &o) {
     reset();

@@ -8,8 +8,18 @@
 #include <cstdint>
 
 #include "config/snapshot.h"
+#include "health/backend_state.h"
 
 namespace geogate::health {
+
+/// True when moving a request that failed with `reason` to the next backend
+/// is rerouting, not amplification, so the budget does not apply: the
+/// backend refused the connection, dropped it before any response byte
+/// (reset or closed: it crashed or was killed), or the health checks took it
+/// out while the request waited. None of these put work on the pool that it
+/// would not have carried anyway. Timeouts and 5xx answers, the signs of an
+/// overloaded backend whose retries would pile onto the rest, do count.
+bool IsFreeReroute(FailureReason reason);
 
 class RetryBudget {
  public:

@@ -14,6 +14,7 @@ Prints a Markdown table (to stdout and, with --write, into bench/RESULTS.md).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -31,6 +32,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
+    ap.add_argument("--modes", help="comma-separated subset of: kill -9,kill -STOP,black hole")
     args = ap.parse_args()
     os.environ["GEOGATE_BIN_DIR"] = os.path.abspath(args.build)
 
@@ -100,6 +102,12 @@ def main() -> int:
             failed = [r for r in load.results
                       if r["status"] != 200 or (r["events"] == 0 and not r["done"])]
             interrupted = [r for r in load.results if r["status"] == 200 and r["events"] and not r["done"]]
+            for r in failed:
+                print(f"{mode}: failed before streaming: {json.dumps(r)}", file=sys.stderr)
+            if failed and os.environ.get("FAILOVER_DEBUG"):
+                for e in gw.access_log():
+                    if e.get("status", 200) >= 500:
+                        print(f"{mode}: access log: {json.dumps(e)}", file=sys.stderr)
             return detected, len(failed), len(interrupted)
         finally:
             case.doCleanups()
@@ -107,6 +115,8 @@ def main() -> int:
     modes = ["kill -9", "kill -STOP"]
     if os.geteuid() == 0 and shutil.which("ip"):
         modes.append("black hole")
+    if args.modes:
+        modes = [m for m in modes if m in args.modes.split(",")]
     rows = []
     for mode in modes:
         runs = [one(mode) for _ in range(args.runs)]

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+using geogate::health::FailureReason;
+using geogate::health::IsFreeReroute;
 using geogate::health::RetryBudget;
 
 TEST_CASE("retry budget: the minimum holds with few requests", "[health][retry]") {
@@ -97,4 +99,17 @@ TEST_CASE("retry budget: concurrent workers never exceed the limit", "[health][r
   CHECK(worst.load() <= 4);
   CHECK(budget.activeRetries() == 0);
   CHECK(budget.activeRequests() == 0);
+}
+
+TEST_CASE("retry budget: reroutes after a backend failed without serving are free",
+          "[health][retry]") {
+  CHECK(IsFreeReroute(FailureReason::kConnectRefused));
+  CHECK(IsFreeReroute(FailureReason::kReset));
+  CHECK(IsFreeReroute(FailureReason::kProbeTimeout));
+  // Signs of overload: retries would pile onto the rest of the pool.
+  CHECK_FALSE(IsFreeReroute(FailureReason::kFirstTokenTimeout));
+  CHECK_FALSE(IsFreeReroute(FailureReason::kUpstream5xx));
+  CHECK_FALSE(IsFreeReroute(FailureReason::kConnectTimeout));
+  CHECK_FALSE(IsFreeReroute(FailureReason::kTlsError));
+  CHECK_FALSE(IsFreeReroute(FailureReason::kProtocolError));
 }
