@@ -147,6 +147,7 @@ EXPORTED = {
 PLANNED = {
     "geogate_pool_utilization": ("gauge", {"region", "gpu", "model", "window"}),
     "geogate_pool_desired_backends": ("gauge", {"region", "gpu", "model"}),
+    "geogate_pool_backends": ("gauge", {"region", "gpu", "model"}),
     "geogate_reserved_idle_cost_dollars_per_hour": ("gauge", {"region", "gpu"}),
     "geogate_tenant_budget_used_ratio": ("gauge", {"tenant"}),
     "geogate_cost_dollars_total": ("counter", {"tenant", "backend", "model"}),
@@ -169,7 +170,8 @@ _PROMQL_WORDS = {
     "sum", "min", "max", "avg", "count", "by", "without", "on", "ignoring", "group_left", "group_right",
     "rate", "irate", "increase", "histogram_quantile", "time", "and", "or", "unless", "bool", "offset",
     "clamp_min", "clamp_max", "abs", "topk", "bottomk", "label_values", "le", "inf", "nan", "absent",
-    "changes", "delta", "deriv", "vector", "scalar", "humanize", "humanizePercentage",
+    "changes", "delta", "deriv", "vector", "scalar", "humanize", "humanizePercentage", "ceil", "floor",
+    "round",
 }
 
 
