@@ -548,6 +548,10 @@ class TlsAndThreadsTest(unittest.TestCase):
         for t in threads:
             t.join(60)
         self.assertEqual(errors, [])
+        # A stream counts as completed after its last write returns, which
+        # can be just after the client has read that last chunk.
+        wait_until(lambda: sim.stats()["streams_completed"] == 40, timeout=10,
+                   message="40 completed streams")
         stats = sim.stats()
         self.assertEqual(stats["requests_total"], 80)
         self.assertEqual(stats["streams_completed"], 40)
