@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -27,23 +28,35 @@ void AppendTimestamp(std::string& out, int64_t unix_ms) {
   out += buf;
 }
 
-void Field(std::string& out, const char* name, std::string_view v) {
+void Key(std::string& out, const char* name) {
   out += ",\"";
   out += name;
   out += "\":";
+}
+
+void Field(std::string& out, const char* name, std::string_view v) {
+  Key(out, name);
   AppendJsonString(out, v);
 }
 
-void Number(std::string& out, const char* name, double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, ",\"%s\":%.3f", name, v);
-  out += buf;
+// std::to_chars, not snprintf: one line per request, and printf's locale
+// and format parsing showed up in the profile. Same text as "%.<digits>f".
+void Number(std::string& out, const char* name, double v, int digits = 3) {
+  Key(out, name);
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, digits);
+  if (r.ec != std::errc()) {  // beyond 1e50: not a duration or a price
+    out += '0';
+    return;
+  }
+  out.append(buf, r.ptr);
 }
 
 void Integer(std::string& out, const char* name, int64_t v) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, ",\"%s\":%lld", name, static_cast<long long>(v));
-  out += buf;
+  Key(out, name);
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
 }
 
 }  // namespace
@@ -85,9 +98,8 @@ void FormatAccessRecord(const AccessRecord& r, std::string& out) {
     Integer(out, "prompt_tokens", r.prompt_tokens);
     Integer(out, "completion_tokens", r.completion_tokens);
     out += r.tokens_estimated ? ",\"tokens_estimated\":true" : ",\"tokens_estimated\":false";
-    char buf[96];
-    std::snprintf(buf, sizeof buf, ",\"gpu_seconds\":%.6f,\"cost\":%.8f", r.gpu_seconds, r.cost);
-    out += buf;
+    Number(out, "gpu_seconds", r.gpu_seconds, 6);
+    Number(out, "cost", r.cost, 8);
   }
   out += "}\n";
 }
@@ -109,7 +121,9 @@ AccessLog::AccessLog(std::string path, int fd) : path_(std::move(path)), fd_(fd)
   if (fd_ >= 0) thread_ = std::thread([this] { Run(); });
 }
 
-AccessLog::~AccessLog() { Close(); }
+AccessLog::~AccessLog() {
+  Close();
+}
 
 void AccessLog::Submit(std::string&& batch) {
   if (fd_ < 0 || batch.empty()) return;

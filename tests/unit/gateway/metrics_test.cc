@@ -91,3 +91,28 @@ TEST_CASE("access log lines are one valid JSON object each", "[accesslog]") {
   CHECK(v.at("residency").at("allowed").as_string() == "eu-west,eu-central");
   CHECK(v.at("completion_tokens").as_int64() == 5);
 }
+
+TEST_CASE("access log numbers keep their fixed precision", "[accesslog]") {
+  AccessRecord r;
+  r.status = 429;
+  r.ttft_ms = 41.2;
+  r.duration_ms = 1873.54321;
+  r.bytes_out = 20411;
+  r.attempts = 2;
+  r.geo_epoch = 1741564800;
+  r.prompt_tokens = 25;
+  r.completion_tokens = 180;
+  r.gpu_seconds = 0.0292734;
+  r.cost = 0.0000202512;
+  std::string line;
+  FormatAccessRecord(r, line);
+  CHECK(line.find(R"("status":429,)") != std::string::npos);
+  CHECK(line.find(R"("ttft_ms":41.200,"duration_ms":1873.543,)") != std::string::npos);
+  CHECK(line.find(R"("bytes_out":20411,"attempts":2,)") != std::string::npos);
+  CHECK(line.find(R"("geo_epoch":1741564800})") != std::string::npos);
+  CHECK(line.find(R"("gpu_seconds":0.029273,"cost":0.00002025})") != std::string::npos);
+  r.ttft_ms = -1;  // no first byte
+  line.clear();
+  FormatAccessRecord(r, line);
+  CHECK(line.find(R"("ttft_ms":null,)") != std::string::npos);
+}
