@@ -1,9 +1,6 @@
 #include "gateway/proxy.h"
 
-#include <sys/socket.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <span>
 
@@ -23,6 +20,7 @@
 #include "gateway/response_head.h"
 #include "gateway/showback_record.h"
 #include "gateway/sse_observer.h"
+#include "gateway/watchdog.h"
 #include "health/health_service.h"
 #include "health/retry_budget.h"
 #include "routing/decide.h"
@@ -113,77 +111,31 @@ class DisconnectWatch {
     bool active = true;
     bool gone = false;
     bool waiting = false;
+    char peek = 0;
   };
 
+  // A MSG_PEEK receive rather than async_wait(wait_read): Asio queues a
+  // receive on a socket it knows is drained without any syscall, while a
+  // wait always re-registers the descriptor with epoll_ctl. One byte is
+  // peeked and left in the socket for the session's next read.
   static void Arm(const std::shared_ptr<State>& st) {
     st->waiting = true;
-    st->client->async_wait(net::ip::tcp::socket::wait_read, [st](boost::system::error_code ec) {
-      st->waiting = false;
-      if (ec || !st->active || st->client == nullptr) return;
-      char byte;
-      ssize_t n = ::recv(st->client->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0) return;  // data, not a close: stop watching
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        Arm(st);
-        return;
-      }
-      st->gone = true;
-      if (st->target != nullptr) st->target->close();
-    });
+    st->client->async_receive(
+        net::buffer(&st->peek, 1), net::socket_base::message_peek,
+        [st](boost::system::error_code ec, size_t n) {
+          st->waiting = false;
+          if (ec == net::error::operation_aborted || !st->active || st->client == nullptr) return;
+          if (!ec && n > 0) return;  // data, not a close: stop watching
+          if (ec == net::error::would_block || ec == net::error::try_again) {
+            Arm(st);
+            return;
+          }
+          st->gone = true;  // EOF or an error: the client is gone
+          if (st->target != nullptr) st->target->close();
+        });
   }
 
   std::shared_ptr<State> state_;
-};
-
-// While an attempt waits for its first body byte, checks the backend's
-// health every few probe intervals' worth of time. When the prober takes the
-// backend out of rotation (stalled, black-holed), the attempt is abandoned
-// and the request fails over at once, instead of waiting out
-// first_token_timeout_ms on a backend already known to be gone.
-class HealthWatch {
- public:
-  HealthWatch(net::io_context& ioc, health::BackendState& state, beast::tcp_stream& upstream,
-              std::chrono::milliseconds period)
-      : st_(std::make_shared<State>(ioc)) {
-    st_->state = &state;
-    st_->upstream = &upstream;
-    st_->period = period;
-    Arm(st_);
-  }
-  ~HealthWatch() { Stop(); }
-  HealthWatch(const HealthWatch&) = delete;
-  HealthWatch& operator=(const HealthWatch&) = delete;
-
-  void Stop() {
-    st_->active = false;
-    st_->timer.cancel();
-  }
-  bool abandoned() const { return st_->abandoned; }
-
- private:
-  struct State {
-    explicit State(net::io_context& ioc) : timer(ioc) {}
-    net::steady_timer timer;
-    health::BackendState* state = nullptr;
-    beast::tcp_stream* upstream = nullptr;
-    std::chrono::milliseconds period{};
-    bool active = true;
-    bool abandoned = false;
-  };
-  static void Arm(const std::shared_ptr<State>& st) {
-    st->timer.expires_after(st->period);
-    st->timer.async_wait([st](boost::system::error_code ec) {
-      if (ec || !st->active) return;
-      // routable() ignores its argument (ejection is cleared only by a probe).
-      if (!st->state->routable(0)) {
-        st->abandoned = true;
-        st->upstream->close();
-        return;
-      }
-      Arm(st);
-    });
-  }
-  std::shared_ptr<State> st_;
 };
 
 struct AttemptResult {
@@ -220,8 +172,13 @@ class ProxyCall {
         shared_(ctx.worker.shared()),
         up_cfg_(ctx.cfg.gateway.upstream),
         watch_(ctx.session.stream().lowest().socket()),
+        wd_(ctx.session.watchdog()),
         relay_lease_(ctx.worker.relay_buffers().Take()),
         relay_buf_(relay_lease_.data()) {}
+
+  ~ProxyCall() { wd_.Disarm(); }
+  ProxyCall(const ProxyCall&) = delete;
+  ProxyCall& operator=(const ProxyCall&) = delete;
 
   net::awaitable<bool> Run();
 
@@ -247,6 +204,7 @@ class ProxyCall {
   ServerShared& shared_;
   const config::Upstream& up_cfg_;
   DisconnectWatch watch_;
+  Watchdog& wd_;  // the session's: deadlines of every read and write below
   http::request<http::string_body> up_;
   std::string original_target_;
   health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
@@ -404,7 +362,6 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
 
   UpstreamConnPtr conn = worker_.pool().TakeIdle(b.state_key(), t0, up_cfg_.pool_idle_timeout);
   bool reused = conn != nullptr;
-  std::optional<HealthWatch> health_watch;
   std::optional<http::response_parser<http::buffer_body>> parser;
   for (;;) {
     if (!conn) {
@@ -424,12 +381,15 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     }
     conn->uses++;
     watch_.Target(&conn->stream.lowest());
-    health_watch.emplace(worker_.ioc(), state, conn->stream.lowest(), kHealthWatchPeriod);
     parser.emplace();
     parser->body_limit(boost::none);
     parser->header_limit(64 * 1024);
+    // Until the first body byte: the first-token deadline, and a backend the
+    // health checks take out of rotation meanwhile is abandoned at once.
     auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline));
-    conn->stream.lowest().expires_after(ttft_budget);
+    wd_.Disarm();
+    wd_.PollHealth(&state, kHealthWatchPeriod);
+    wd_.Guard(&conn->stream.lowest(), Clock::now() + ttft_budget);
     auto [wec, wn] = co_await http::async_write(conn->stream, up_, kUseTuple);
     boost::system::error_code ec = wec;
     if (!ec) {
@@ -443,17 +403,18 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
       r.client_gone = true;
       co_return r;
     }
-    if (health_watch->abandoned()) {
+    if (wd_.abandoned()) {
       r.failure = FailureReason::kProbeTimeout;
       r.detail = "backend taken out of rotation by health checks while waiting";
       co_return r;
     }
     if (reused && !parser->got_some() && IsStaleConnectionError(ec)) {
-      health_watch.reset();  // it points at the connection about to go
+      wd_.Disarm();  // it points at the connection about to go
       conn.reset();
       reused = false;
       continue;
     }
+    if (wd_.expired()) ec = beast::error::timeout;
     r.failure = ClassifyExchangeError(ec);
     r.detail = ec.message();
     co_return r;
@@ -481,18 +442,19 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
         r.client_gone = true;
         co_return r;
       }
-      if (health_watch->abandoned()) {
+      if (wd_.abandoned()) {
         r.failure = FailureReason::kProbeTimeout;
         r.detail = "backend taken out of rotation by health checks while waiting";
         co_return r;
       }
+      if (wd_.expired()) ec = beast::error::timeout;
       r.failure = ClassifyExchangeError(ec);
       r.detail = ec.message();
       co_return r;
     }
     first = DrainBuffered(*conn, *parser, kRelayBufferBytes - parser->get().body().size);
   }
-  health_watch->Stop();
+  wd_.StopPolling();
   // Committed: a retry that got here is an ordinary request from now on.
   retry_slot_.reset();
   auto t_first = Clock::now();
@@ -568,9 +530,10 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   while (!parser.is_done()) {
     parser.get().body().data = relay_buf_;
     parser.get().body().size = kRelayBufferBytes;
-    conn.stream.lowest().expires_after(up_cfg_.stream_idle_timeout);
+    wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
     auto [ec, n] = co_await http::async_read_some(conn.stream, conn.buffer, parser, kUseTuple);
     if (ec == http::error::need_buffer) ec = {};
+    if (ec && wd_.expired()) ec = beast::error::timeout;
     if (ec) {
       if (watch_.gone()) {
         worker_.metrics().client_disconnects++;
@@ -591,7 +554,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
         std::string event = StreamErrorEvent(absl::StrCat(
             "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason)));
         std::string tail = absl::StrCat(absl::Hex(event.size()), "\r\n", event, "\r\n0\r\n\r\n");
-        client.lowest().expires_after(up_cfg_.stream_idle_timeout);
+        wd_.Disarm();
+        wd_.Guard(&client.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
         auto [wec, wn] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
         ctx_.bytes_out += wn;
       } else {
@@ -619,12 +583,12 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       tail = absl::StrCat(absl::Hex(rest.size()), "\r\n",
                           absl::string_view(rest.data(), rest.size()), "\r\n");
     tail += "0\r\n\r\n";
-    client.lowest().expires_after(up_cfg_.stream_idle_timeout);
+    wd_.Guard(&client.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
     auto [ec, n] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
     ctx_.bytes_out += n;
     if (ec) keep_alive = false;
   }
-  client.lowest().expires_never();
+  wd_.Disarm();
   AccountTokens(backend, observer,
                 std::chrono::duration<double>(Clock::now() - stream_start).count());
   upstream_reusable = parser.keep_alive();
@@ -670,7 +634,7 @@ net::awaitable<bool> ProxyCall::WriteToClient(std::string_view data, ResponseHea
   if (!out.empty()) bufs[n++] = net::buffer(out);
   if (chunked && !out.empty()) bufs[n++] = net::buffer("\r\n", 2);
   if (n == 0) co_return true;
-  client.lowest().expires_after(up_cfg_.stream_idle_timeout);
+  wd_.Guard(&client.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
   auto [ec, written] = co_await net::async_write(
       client, std::span<const net::const_buffer>(bufs.data(), n), kUseTuple);
   ctx_.bytes_out += written;

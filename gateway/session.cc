@@ -41,7 +41,7 @@ void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec
 }
 
 Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec)
-    : worker_(worker), spec_(spec) {
+    : worker_(worker), spec_(spec), watchdog_(worker.ioc()) {
   boost::system::error_code ec;
   auto ep = socket.remote_endpoint(ec);
   if (!ec) peer_ = ToIpAddr(ep.address());
@@ -108,9 +108,47 @@ net::awaitable<bool> Session::Handshake() {
   co_return true;
 }
 
+boost::system::error_code Session::ParseBuffered(http::request_parser<http::string_body>& parser,
+                                                 bool header_only) {
+  boost::system::error_code ec;
+  while (buffer_.size() != 0 && !parser.is_done() && !(header_only && parser.is_header_done())) {
+    size_t used = parser.put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (ec == http::error::need_more) return {};
+    if (ec || used == 0) break;
+  }
+  return ec;
+}
+
+net::awaitable<boost::system::error_code> Session::ReadHeader(
+    http::request_parser<http::string_body>& parser, health::Millis header_timeout) {
+  // The header deadline is a separate timer that only cancels the read:
+  // a tcp_stream timeout would close the socket, leaving no way to say 408.
+  // `armed` is cleared as soon as the read returns, so a timer that expired
+  // in the same turn cannot cancel whatever this connection does next.
+  auto armed = std::make_shared<bool>(true);
+  auto timed_out = std::make_shared<bool>(false);
+  net::steady_timer deadline(stream_->get_executor());
+  deadline.expires_after(header_timeout);
+  deadline.async_wait([this, armed, timed_out](boost::system::error_code tec) {
+    if (tec || !*armed) return;
+    *timed_out = true;
+    boost::system::error_code ignored;
+    stream_->lowest().socket().cancel(ignored);
+  });
+  stream_->lowest().expires_never();
+  auto [rec, n] = co_await http::async_read_header(*stream_, buffer_, parser, kUseTuple);
+  *armed = false;
+  deadline.cancel();
+  co_return *timed_out ? beast::error::timeout : rec;
+}
+
 net::awaitable<bool> Session::WaitForData(health::Millis timeout) {
-  stream_->lowest().expires_after(timeout);
+  // Between requests: the Watchdog's deadline, not a timer armed and
+  // cancelled around every read.
+  watchdog_.Guard(&stream_->lowest(), std::chrono::steady_clock::now() + timeout);
   auto [ec, n] = co_await stream_->async_read_some(buffer_.prepare(4096), kUseTuple);
+  watchdog_.Disarm();
   if (ec) co_return false;
   buffer_.commit(n);
   co_return true;
@@ -145,7 +183,7 @@ net::awaitable<bool> Session::SendError(const Request* req, ErrorKind kind,
               spec.status != 413 && spec.status != 431 &&
               !worker_.shared().draining.load(std::memory_order_relaxed);
   bool ok = co_await Send(res, keep);
-  co_return ok && keep;
+  co_return ok&& keep;
 }
 
 net::awaitable<void> Session::LingeringClose() {
@@ -187,25 +225,11 @@ net::awaitable<void> Session::Run() {
     http::request_parser<http::string_body> parser;
     parser.header_limit(limits.max_header_bytes);
     parser.body_limit(limits.max_body_bytes);
-    // The header deadline is a separate timer that only cancels the read:
-    // a tcp_stream timeout would close the socket, leaving no way to say 408.
-    // `armed` is cleared as soon as the read returns, so a timer that expired
-    // in the same turn cannot cancel whatever this connection does next.
-    auto armed = std::make_shared<bool>(true);
-    auto timed_out = std::make_shared<bool>(false);
-    net::steady_timer deadline(stream_->get_executor());
-    deadline.expires_after(limits.header_timeout);
-    deadline.async_wait([this, armed, timed_out](boost::system::error_code tec) {
-      if (tec || !*armed) return;
-      *timed_out = true;
-      boost::system::error_code ignored;
-      stream_->lowest().socket().cancel(ignored);
-    });
-    stream_->lowest().expires_never();
-    auto [rec, n] = co_await http::async_read_header(*stream_, buffer_, parser, kUseTuple);
-    *armed = false;
-    deadline.cancel();
-    boost::system::error_code ec = *timed_out ? beast::error::timeout : rec;
+    // Usually the whole request arrived with the read above: parse it from
+    // the buffer without another asynchronous round, and only wait (with the
+    // header deadline) when the head is still incomplete.
+    boost::system::error_code ec = ParseBuffered(parser, /*header_only=*/true);
+    if (!ec && !parser.is_header_done()) ec = co_await ReadHeader(parser, limits.header_timeout);
     if (ec) {
       if (ec == http::error::header_limit) {
         co_await SendError(nullptr, ErrorKind::kHeadersTooLarge,
@@ -219,8 +243,9 @@ net::awaitable<void> Session::Run() {
         // Beast consumes nothing until the head is complete: buffered bytes
         // are what tells a slow client from an idle one.
         if (parser.got_some() || buffer_.size() != 0)
-          co_await SendError(nullptr, ErrorKind::kHeaderTimeout,
-                             "request headers not received within gateway.limits.header_timeout_ms");
+          co_await SendError(
+              nullptr, ErrorKind::kHeaderTimeout,
+              "request headers not received within gateway.limits.header_timeout_ms");
       } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
                  ec != http::error::end_of_stream && ec != http::error::partial_message) {
         co_await SendError(nullptr, ErrorKind::kBadRequest,
@@ -238,7 +263,8 @@ net::awaitable<void> Session::Run() {
       linger = true;
       break;
     }
-    if (!parser.is_done()) {
+    if (!parser.is_done()) ec = ParseBuffered(parser, /*header_only=*/false);
+    if (!ec && !parser.is_done()) {
       if (beast::iequals(head[http::field::expect], "100-continue")) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         auto [wec, wn] = co_await net::async_write(*stream_, net::buffer(kContinue), kUseTuple);
@@ -246,19 +272,20 @@ net::awaitable<void> Session::Run() {
       }
       stream_->lowest().expires_after(limits.idle_timeout);
       auto [bec, bn] = co_await http::async_read(*stream_, buffer_, parser, kUseTuple);
-      if (bec) {
-        if (bec == http::error::body_limit) {
-          co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
-                             "request body exceeds gateway.limits.max_body_bytes");
-          linger = true;
-        } else if (bec.category() == http::make_error_code(http::error::bad_method).category() &&
-                   bec != http::error::partial_message && bec != http::error::end_of_stream) {
-          co_await SendError(&parser.get(), ErrorKind::kBadRequest,
-                             std::string("malformed request body: ") + bec.message());
-          linger = true;
-        }
-        break;
+      ec = bec;
+    }
+    if (ec) {
+      if (ec == http::error::body_limit) {
+        co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
+                           "request body exceeds gateway.limits.max_body_bytes");
+        linger = true;
+      } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+                 ec != http::error::partial_message && ec != http::error::end_of_stream) {
+        co_await SendError(&parser.get(), ErrorKind::kBadRequest,
+                           std::string("malformed request body: ") + ec.message());
+        linger = true;
       }
+      break;
     }
     stream_->lowest().expires_never();
     Request req = parser.release();

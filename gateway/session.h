@@ -10,10 +10,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 #include "gateway/openai_error.h"
 #include "gateway/stream.h"
+#include "gateway/watchdog.h"
 #include "gateway/worker.h"
 #include "routing/ip_addr.h"
 
@@ -43,6 +45,9 @@ class Session {
   // ---- used by the request handlers --------------------------------------
   Worker& worker() { return worker_; }
   Stream& stream() { return *stream_; }
+  /// Deadlines of the reads and writes of this connection and of the
+  /// upstream connection serving its current request.
+  Watchdog& watchdog() { return watchdog_; }
   beast::flat_buffer& buffer() { return buffer_; }
   const routing::IpAddr& peer() const { return peer_; }
   const std::optional<routing::IpAddr>& proxy_source() const { return proxy_source_; }
@@ -60,6 +65,13 @@ class Session {
   net::awaitable<bool> ReadProxyHeader();
   net::awaitable<bool> Handshake();
   net::awaitable<bool> WaitForData(health::Millis timeout);
+  /// Feeds buffered bytes to the parser (stopping after the head when
+  /// `header_only`); never reads. need_more is not an error.
+  boost::system::error_code ParseBuffered(http::request_parser<http::string_body>& parser,
+                                          bool header_only);
+  /// Reads until the head is complete, under the header deadline.
+  net::awaitable<boost::system::error_code> ReadHeader(
+      http::request_parser<http::string_body>& parser, health::Millis header_timeout);
   net::awaitable<void> LingeringClose();
 
   Worker& worker_;
@@ -69,6 +81,7 @@ class Session {
   std::optional<Stream> stream_;
   SslContextPtr tls_context_;  // keeps the context alive for this connection
   beast::flat_buffer buffer_;
+  Watchdog watchdog_;
   bool idle_ = true;
   bool closed_ = false;
 };

@@ -1,6 +1,7 @@
 #include "gateway/sse_observer.h"
 
-#include <boost/json/parse.hpp>
+#include <boost/json/monotonic_resource.hpp>
+#include <boost/json/parser.hpp>
 #include <boost/json/value.hpp>
 
 namespace geogate::gateway {
@@ -48,9 +49,19 @@ std::string_view DataOf(std::string_view event, std::string& scratch) {
 }  // namespace
 
 void SseObserver::ParseUsage(std::string_view text) {
+  // Parsed once per response: the parser's stack and the document live on
+  // this frame's buffers for a typical answer, spilling to the heap only
+  // for a large one.
+  unsigned char parse_stack[1024];
+  unsigned char document[4096];
+  json::monotonic_resource arena(document, sizeof document);
+  json::parser parser(json::storage_ptr(), json::parse_options(), parse_stack);
+  parser.reset(&arena);
   boost::system::error_code ec;
-  json::value v = json::parse(json::string_view(text.data(), text.size()), ec);
-  if (ec || !v.is_object()) return;
+  parser.write(text.data(), text.size(), ec);
+  if (ec) return;
+  json::value v = parser.release();
+  if (!v.is_object()) return;
   const json::value* usage = v.get_object().if_contains("usage");
   if (usage == nullptr || !usage->is_object()) return;
   const json::object& u = usage->get_object();
@@ -118,7 +129,8 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
     // event joined with the new bytes.
     if (tail_.empty()) {
       size_t done = ScanEvents(data, now, nullptr);
-      if (done < data.size() && data.size() - done <= kMaxHeldBytes) tail_.assign(data.substr(done));
+      if (done < data.size() && data.size() - done <= kMaxHeldBytes)
+        tail_.assign(data.substr(done));
     } else {
       tail_.append(data);
       size_t done = ScanEvents(tail_, now, nullptr);

@@ -87,7 +87,11 @@ class Worker {
   // Owned through a pointer so the destructor can destroy it (and with it the
   // coroutine frames of sessions still pending at exit) while the members
   // those frames touch on their way out (sessions_, metrics_) still exist.
-  std::unique_ptr<net::io_context> ioc_ = std::make_unique<net::io_context>(1);
+  // Every socket and timer of a worker is used on its thread only (listeners
+  // are bound before the thread starts; other threads only post), so the
+  // reactor's per-descriptor locks are dropped. Posting stays locked.
+  std::unique_ptr<net::io_context> ioc_ =
+      std::make_unique<net::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO);
   std::thread thread_;
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
   PinnedRuntime runtime_;
