@@ -1,9 +1,12 @@
 #include "gateway/headers.h"
 
 #include <random>
+#include <type_traits>
 
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
+
+#include "gateway/response_head.h"
 
 namespace geogate::gateway {
 
@@ -25,15 +28,22 @@ bool IsGatewayHeader(std::string_view name) {
 }  // namespace
 
 bool IsHopByHop(std::string_view name, std::string_view connection_value) {
-  static constexpr std::string_view kHopByHop[] = {
-      "connection", "keep-alive",         "proxy-connection",    "te",     "trailer",
-      "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization"};
+  static constexpr std::string_view kHopByHop[] = {"connection",
+                                                   "keep-alive",
+                                                   "proxy-connection",
+                                                   "te",
+                                                   "trailer",
+                                                   "transfer-encoding",
+                                                   "upgrade",
+                                                   "proxy-authenticate",
+                                                   "proxy-authorization"};
   for (std::string_view h : kHopByHop)
     if (beast::iequals(name, h)) return true;
   return NamedInConnection(name, connection_value);
 }
 
-void PrepareUpstreamHeaders(const http::fields& in, http::fields& out, const ForwardInfo& fwd) {
+template <class Out>
+void PrepareUpstreamHeaders(const http::fields& in, Out& out, const ForwardInfo& fwd) {
   std::string_view connection = in[http::field::connection];
   std::string xff;
   for (const auto& f : in) {
@@ -53,8 +63,7 @@ void PrepareUpstreamHeaders(const http::fields& in, http::fields& out, const For
       continue;
     }
     if (IsHopByHop(name, connection) || IsGatewayHeader(name)) continue;
-    if (beast::iequals(name, "x-forwarded-proto") || beast::iequals(name, "x-request-id"))
-      continue;
+    if (beast::iequals(name, "x-forwarded-proto") || beast::iequals(name, "x-request-id")) continue;
     out.insert(name, f.value());
   }
   if (!fwd.peer_ip.empty()) {
@@ -66,7 +75,8 @@ void PrepareUpstreamHeaders(const http::fields& in, http::fields& out, const For
   if (!fwd.request_id.empty()) out.set("x-request-id", fwd.request_id);
 }
 
-void SetBackendHeaders(http::fields& out, const config::Backend& backend) {
+template <class Out>
+void SetBackendHeaders(Out& out, const config::Backend& backend) {
   bool default_port = (backend.tls && backend.port == 443) || (!backend.tls && backend.port == 80);
   bool v6 = backend.host.find(':') != std::string::npos;
   std::string host;
@@ -81,11 +91,12 @@ void SetBackendHeaders(http::fields& out, const config::Backend& backend) {
   out.set(http::field::host, host);
   if (!backend.api_key.empty())
     out.set(http::field::authorization, "Bearer " + backend.api_key);
-  else
-    out.erase(http::field::authorization);
+  else if constexpr (std::is_same_v<Out, http::fields>)
+    out.erase(http::field::authorization);  // fields are reused across attempts
 }
 
-void PrepareClientResponseHeaders(const http::fields& upstream, http::fields& out,
+template <class Out>
+void PrepareClientResponseHeaders(const http::fields& upstream, Out& out,
                                   const ResponseTags& tags) {
   std::string_view connection = upstream[http::field::connection];
   for (const auto& f : upstream) {
@@ -101,6 +112,13 @@ void PrepareClientResponseHeaders(const http::fields& upstream, http::fields& ou
   if (!tags.residency_rule.empty()) out.set("x-geogate-residency-rule", tags.residency_rule);
   if (!tags.request_id.empty()) out.set("x-request-id", tags.request_id);
 }
+
+template void PrepareUpstreamHeaders(const http::fields&, http::fields&, const ForwardInfo&);
+template void PrepareUpstreamHeaders(const http::fields&, HeaderText&, const ForwardInfo&);
+template void SetBackendHeaders(http::fields&, const config::Backend&);
+template void SetBackendHeaders(HeaderText&, const config::Backend&);
+template void PrepareClientResponseHeaders(const http::fields&, http::fields&, const ResponseTags&);
+template void PrepareClientResponseHeaders(const http::fields&, ResponseHead&, const ResponseTags&);
 
 std::string NewRequestId() {
   thread_local std::mt19937_64 gen{std::random_device{}()};

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include <boost/beast/http/field.hpp>
 #include <boost/beast/http/fields.hpp>
 
 #include "config/snapshot.h"
@@ -22,6 +23,24 @@ namespace http = boost::beast::http;
 /// message's Connection header (`connection_value`).
 bool IsHopByHop(std::string_view name, std::string_view connection_value);
 
+/// Appends fields to a serialised head as "Name: value\r\n": how the proxy
+/// builds the heads it sends, without a Beast fields container (one
+/// allocation per field) and its serializer. set() appends too: the
+/// functions below drop from their input every field they set, so no field
+/// is added twice.
+class HeaderText {
+ public:
+  explicit HeaderText(std::string& out) : out_(out) {}
+  void insert(std::string_view name, std::string_view value) {
+    out_.append(name).append(": ").append(value).append("\r\n");
+  }
+  void set(std::string_view name, std::string_view value) { insert(name, value); }
+  void set(http::field f, std::string_view value) { insert(http::to_string(f), value); }
+
+ private:
+  std::string& out_;
+};
+
 struct ForwardInfo {
   std::string_view peer_ip;     // appended to X-Forwarded-For
   bool client_tls = false;      // X-Forwarded-Proto https/http
@@ -33,10 +52,13 @@ struct ForwardInfo {
 /// forwarded), Host, Content-Length, Expect and the gateway's own
 /// x-geogate-* request headers; appends X-Forwarded-For, sets
 /// X-Forwarded-Proto and x-request-id.
-void PrepareUpstreamHeaders(const http::fields& in, http::fields& out, const ForwardInfo& fwd);
+/// `Out` is http::fields or HeaderText.
+template <class Out>
+void PrepareUpstreamHeaders(const http::fields& in, Out& out, const ForwardInfo& fwd);
 
 /// The per-attempt part: Host for this backend and its own API key, if any.
-void SetBackendHeaders(http::fields& out, const config::Backend& backend);
+template <class Out>
+void SetBackendHeaders(Out& out, const config::Backend& backend);
 
 struct ResponseTags {
   std::string_view edge;
@@ -49,8 +71,8 @@ struct ResponseTags {
 /// Copies a backend's response headers for the client, minus hop-by-hop
 /// fields and the framing (Content-Length/Transfer-Encoding, which the
 /// gateway sets), plus x-geogate-edge/-region/-backend and x-request-id.
-void PrepareClientResponseHeaders(const http::fields& upstream, http::fields& out,
-                                  const ResponseTags& tags);
+template <class Out>
+void PrepareClientResponseHeaders(const http::fields& upstream, Out& out, const ResponseTags& tags);
 
 /// A request id that is unique enough for logs: 32 hex characters from a
 /// per-thread generator seeded from the OS.

@@ -1,6 +1,8 @@
 #include "gateway/proxy.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cstdio>
 #include <span>
 
@@ -13,7 +15,6 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/write.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "gateway/headers.h"
@@ -185,6 +186,7 @@ class ProxyCall {
  private:
   net::awaitable<bool> Select(routing::Decision& decision);
   void BuildUpstreamRequest();
+  void BuildAttemptHead(const config::Backend& b);
   net::awaitable<AttemptResult> Attempt(size_t backend, Clock::time_point deadline);
   net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn,
                                       http::response_parser<http::buffer_body>& parser,
@@ -204,8 +206,10 @@ class ProxyCall {
   ServerShared& shared_;
   const config::Upstream& up_cfg_;
   DisconnectWatch watch_;
-  Watchdog& wd_;  // the session's: deadlines of every read and write below
-  http::request<http::string_body> up_;
+  Watchdog& wd_;           // the session's: deadlines of every read and write below
+  std::string up_fields_;  // the forwarded fields every attempt sends (Host, key excluded)
+  std::string up_body_;
+  std::string up_head_;  // request line, this attempt's Host and key, up_fields_, length
   std::string original_target_;
   health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
   BufferPool::Lease relay_lease_;
@@ -271,8 +275,6 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
 }
 
 void ProxyCall::BuildUpstreamRequest() {
-  up_.method(ctx_.req.method());
-  up_.version(11);
   original_target_ = std::string(ctx_.req.target());
   ForwardInfo fwd;
   std::string peer = ctx_.session.proxy_source() ? ctx_.session.proxy_source()->ToString()
@@ -280,15 +282,35 @@ void ProxyCall::BuildUpstreamRequest() {
   fwd.peer_ip = peer;
   fwd.client_tls = ctx_.session.tls();
   fwd.request_id = ctx_.request_id;
-  PrepareUpstreamHeaders(ctx_.req.base(), up_.base(), fwd);
-  up_.keep_alive(true);
+  up_fields_.reserve(512);
+  HeaderText fields(up_fields_);
+  PrepareUpstreamHeaders(ctx_.req.base(), fields, fwd);
   // The usage chunk is requested for accounting when the client did not ask
   // for it; SseObserver strips it from the client's stream again.
   std::optional<std::string> rewritten = body_.Rewrite(ctx_.model_name(), /*request_usage=*/true);
   // The client's body is not needed again (its size is already recorded):
   // move it rather than copy up to max_body_bytes per request.
-  up_.body() = rewritten ? std::move(*rewritten) : std::move(ctx_.req.body());
-  up_.prepare_payload();
+  up_body_ = rewritten ? std::move(*rewritten) : std::move(ctx_.req.body());
+}
+
+// HTTP/1.1 to the backend (keep-alive by default, so no Connection field),
+// framed by Content-Length as Beast's prepare_payload would.
+void ProxyCall::BuildAttemptHead(const config::Backend& b) {
+  up_head_.clear();
+  up_head_.reserve(up_fields_.size() + 256);
+  up_head_.append(ctx_.req.method_string()).append(" ");
+  up_head_.append(b.base_path).append(original_target_).append(" HTTP/1.1\r\n");
+  HeaderText fields(up_head_);
+  SetBackendHeaders(fields, b);
+  up_head_ += up_fields_;
+  http::verb m = ctx_.req.method();
+  if (!up_body_.empty() || m == http::verb::post || m == http::verb::put ||
+      m == http::verb::options) {
+    char num[24];
+    auto [end, ec] = std::to_chars(num, num + sizeof num, up_body_.size());
+    fields.set(http::field::content_length, std::string_view(num, end - num));
+  }
+  up_head_ += "\r\n";
 }
 
 net::awaitable<bool> ProxyCall::Run() {
@@ -354,11 +376,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   AttemptResult r;
   auto t0 = Clock::now();
 
-  SetBackendHeaders(up_.base(), b);
-  if (b.base_path.empty())
-    up_.target(original_target_);
-  else
-    up_.target(b.base_path + original_target_);
+  BuildAttemptHead(b);
 
   UpstreamConnPtr conn = worker_.pool().TakeIdle(b.state_key(), t0, up_cfg_.pool_idle_timeout);
   bool reused = conn != nullptr;
@@ -390,7 +408,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     wd_.Disarm();
     wd_.PollHealth(&state, kHealthWatchPeriod);
     wd_.Guard(&conn->stream.lowest(), Clock::now() + ttft_budget);
-    auto [wec, wn] = co_await http::async_write(conn->stream, up_, kUseTuple);
+    std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
+    auto [wec, wn] = co_await net::async_write(conn->stream, request, kUseTuple);
     boost::system::error_code ec = wec;
     if (!ec) {
       auto [rec, rn] =
@@ -508,7 +527,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   ResponseTags tags{
       ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name, ctx_.request_id,
       ctx_.cfg.gateway.residency_header ? ctx_.residency.RuleLabel(ctx_.cfg) : std::string_view()};
-  PrepareClientResponseHeaders(upstream_head.base(), head.fields(), tags);
+  PrepareClientResponseHeaders(upstream_head.base(), head, tags);
   head.SetFraming(length, chunked, keep_alive);
   if (sse) shared_.active_streams.fetch_add(1, std::memory_order_relaxed);
   struct StreamCount {

@@ -1,41 +1,41 @@
 #include "gateway/response_head.h"
 
+#include <charconv>
+
 #include <boost/beast/http/status.hpp>
 
 namespace geogate::gateway {
 
-void ResponseHead::SetFraming(std::optional<uint64_t> length, bool chunked, bool keep_alive) {
-  fields_.erase(http::field::content_length);
-  fields_.erase(http::field::transfer_encoding);
-  fields_.erase(http::field::connection);
-  if (length)
-    fields_.set(http::field::content_length, std::to_string(*length));
-  else if (chunked)
-    fields_.set(http::field::transfer_encoding, "chunked");
-  if (version_ >= 11 && !keep_alive) fields_.set(http::field::connection, "close");
-  if (version_ < 11 && keep_alive) fields_.set(http::field::connection, "keep-alive");
-  text_.clear();
+ResponseHead::ResponseHead(unsigned status, std::string_view reason, unsigned version)
+    : version_(version) {
+  text_.reserve(512);
+  text_ += version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ";
+  char num[16];
+  auto [end, ec] = std::to_chars(num, num + sizeof num, status);
+  text_.append(num, end);
+  text_ += ' ';
+  if (reason.empty())
+    text_ += http::obsolete_reason(static_cast<http::status>(status));
+  else
+    text_ += reason;
+  text_ += "\r\n";
 }
 
-const std::string& ResponseHead::text() {
-  if (!text_.empty()) return text_;
-  text_.reserve(256);
-  text_ += version_ >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ";
-  text_ += std::to_string(status_);
-  text_ += ' ';
-  if (reason_.empty())
-    text_ += http::obsolete_reason(static_cast<http::status>(status_));
-  else
-    text_ += reason_;
-  text_ += "\r\n";
-  for (const auto& f : fields_) {
-    text_ += f.name_string();
-    text_ += ": ";
-    text_ += f.value();
-    text_ += "\r\n";
+void ResponseHead::insert(std::string_view name, std::string_view value) {
+  text_.append(name).append(": ").append(value).append("\r\n");
+}
+
+void ResponseHead::SetFraming(std::optional<uint64_t> length, bool chunked, bool keep_alive) {
+  if (length) {
+    char num[24];
+    auto [end, ec] = std::to_chars(num, num + sizeof num, *length);
+    insert(http::to_string(http::field::content_length), std::string_view(num, end - num));
+  } else if (chunked) {
+    insert(http::to_string(http::field::transfer_encoding), "chunked");
   }
+  if (version_ >= 11 && !keep_alive) insert(http::to_string(http::field::connection), "close");
+  if (version_ < 11 && keep_alive) insert(http::to_string(http::field::connection), "keep-alive");
   text_ += "\r\n";
-  return text_;
 }
 
 }  // namespace geogate::gateway

@@ -1,6 +1,7 @@
 // The response head the gateway sends for a proxied response, serialised
-// once into a string so it can leave in the same write as the first body
-// bytes (one syscall, one TCP segment for small first tokens).
+// as it is built so it can leave in the same write as the first body bytes
+// (one syscall, one TCP segment for small first tokens), with no Beast
+// fields container in between.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/field.hpp>
 
 namespace geogate::gateway {
 
@@ -16,22 +17,24 @@ namespace http = boost::beast::http;
 
 class ResponseHead {
  public:
-  ResponseHead(unsigned status, std::string_view reason, unsigned version)
-      : status_(status), reason_(reason), version_(version) {}
+  /// Writes the status line. `reason` empty: the standard reason phrase.
+  ResponseHead(unsigned status, std::string_view reason, unsigned version);
 
-  http::fields& fields() { return fields_; }
+  /// Adds a field. The framing fields (Content-Length, Transfer-Encoding,
+  /// Connection) are SetFraming's: callers do not add them.
+  void insert(std::string_view name, std::string_view value);
+  void set(std::string_view name, std::string_view value) { insert(name, value); }
+  void set(http::field f, std::string_view value) { insert(http::to_string(f), value); }
+
   /// Content-Length when `length` is known, else chunked when `chunked`,
   /// else close-delimited; Connection as `keep_alive` demands for the
-  /// client's HTTP version.
+  /// client's HTTP version. Ends the head: call it last, once.
   void SetFraming(std::optional<uint64_t> length, bool chunked, bool keep_alive);
   /// The serialised head, ending with the blank line.
-  const std::string& text();
+  const std::string& text() const { return text_; }
 
  private:
-  unsigned status_;
-  std::string reason_;
   unsigned version_;
-  http::fields fields_;
   std::string text_;
 };
 

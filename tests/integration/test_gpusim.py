@@ -187,9 +187,10 @@ class ShapesTest(unittest.TestCase):
         for c in chunks[:-1]:
             self.assertIsNone(c["choices"][0]["finish_reason"])
         self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "stop")
-        stats = self.sim.stats()
+        # The client can read [DONE] before the simulator counts the stream.
+        stats = wait_until(lambda: (s := self.sim.stats())["streams_completed"] == 1 and s,
+                           timeout=5, message="stream counted as completed")
         self.assertEqual(stats["streams_started"], 1)
-        self.assertEqual(stats["streams_completed"], 1)
         self.assertEqual(stats["tokens_generated"], 4)
 
     def test_stream_headers_and_chunking(self):
@@ -413,7 +414,8 @@ class FailureModesTest(unittest.TestCase):
         sim.control("healthy")
         rest = list(stream.events(timeout=10))
         self.assertEqual(rest[-1][1], "[DONE]")
-        self.assertEqual(sim.stats()["streams_completed"], 1)
+        wait_until(lambda: sim.stats()["streams_completed"] == 1, timeout=5,
+                   message="stream counted as completed")
         self.assertEqual(sim.health()[0], 200)
 
     def test_die_after_resets_mid_stream(self):

@@ -1,8 +1,58 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+
 #include "gateway/headers.h"
+#include "gateway/response_head.h"
 
 using namespace geogate::gateway;
+
+namespace {
+
+using FieldList = std::vector<std::pair<std::string, std::string>>;
+
+FieldList ListOf(const http::fields& f) {
+  FieldList out;
+  for (const auto& e : f)
+    out.emplace_back(std::string(e.name_string()), std::string(e.value()));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Parses serialised fields back with Beast: what a backend or client sees.
+template <bool isRequest>
+FieldList ParseHead(const std::string& head) {
+  http::parser<isRequest, http::empty_body> p;
+  p.skip(!isRequest);  // a response head without a body to wait for
+  boost::system::error_code ec;
+  p.put(boost::asio::buffer(head), ec);
+  REQUIRE_FALSE(ec);
+  REQUIRE(p.is_header_done());
+  return ListOf(p.get().base());
+}
+
+http::fields ClientRequestFields() {
+  http::fields in;
+  in.set(http::field::host, "edge.example.com");
+  in.set(http::field::authorization, "Bearer client-secret");
+  in.set(http::field::connection, "keep-alive, X-Hop");
+  in.set("X-Hop", "1");
+  in.set(http::field::content_type, "application/json");
+  in.set(http::field::content_length, "10");
+  in.insert("X-Forwarded-For", "203.0.113.9");
+  in.set("X-Forwarded-Proto", "http");
+  in.set("X-Request-Id", "spoofed");
+  in.set("OpenAI-Organization", "org-1");
+  return in;
+}
+
+}  // namespace
 
 TEST_CASE("hop-by-hop fields per RFC 9110, including those named in Connection", "[headers]") {
   for (const char* h : {"Connection", "keep-alive", "Proxy-Connection", "TE", "Trailer",
@@ -89,6 +139,40 @@ TEST_CASE("client response headers: framing and hop-by-hop removed, tags added",
   http::fields no_rule;
   PrepareClientResponseHeaders(up, no_rule, ResponseTags{"fra1", "r", "b", "rid", ""});
   CHECK(no_rule.count("x-geogate-residency-rule") == 0);
+}
+
+TEST_CASE("headers as text: the same fields as the Beast container, none twice", "[headers]") {
+  geogate::config::Backend b;
+  b.host = "10.0.1.10";
+  b.port = 8000;
+  b.api_key = "backend-key";
+  ForwardInfo fwd{"127.0.0.1", false, "rid-1"};
+
+  http::fields as_fields;
+  PrepareUpstreamHeaders(ClientRequestFields(), as_fields, fwd);
+  SetBackendHeaders(as_fields, b);
+  std::string text = "POST /v1/chat/completions HTTP/1.1\r\n";
+  HeaderText sink(text);
+  SetBackendHeaders(sink, b);
+  PrepareUpstreamHeaders(ClientRequestFields(), sink, fwd);
+  text += "\r\n";
+  CHECK(ParseHead<true>(text) == ListOf(as_fields));
+
+  http::fields up;
+  up.set(http::field::content_type, "text/event-stream");
+  up.set(http::field::transfer_encoding, "chunked");
+  up.set(http::field::connection, "close, x-hop");
+  up.set("x-hop", "1");
+  up.set("x-request-id", "backend-id");
+  up.set("x-gpusim-backend", "b1");
+  ResponseTags tags{"fra1", "eu-west", "eu-1", "rid", "eu"};
+  http::fields client_fields;
+  PrepareClientResponseHeaders(up, client_fields, tags);
+  client_fields.set(http::field::transfer_encoding, "chunked");
+  ResponseHead head(200, "OK", 11);
+  PrepareClientResponseHeaders(up, head, tags);
+  head.SetFraming(std::nullopt, /*chunked=*/true, /*keep_alive=*/true);
+  CHECK(ParseHead<false>(head.text()) == ListOf(client_fields));
 }
 
 TEST_CASE("request ids: generated ones are unique hex, client ones validated", "[headers]") {

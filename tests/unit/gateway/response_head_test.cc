@@ -6,9 +6,10 @@ using namespace geogate::gateway;
 
 TEST_CASE("response head: content-length, chunked and close-delimited framing", "[head]") {
   ResponseHead a(200, "OK", 11);
-  a.fields().set(http::field::content_type, "application/json");
+  a.set(http::field::content_type, "application/json");
   a.SetFraming(42, false, true);
-  CHECK(a.text() == "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 42\r\n\r\n");
+  CHECK(a.text() ==
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 42\r\n\r\n");
 
   ResponseHead b(200, "", 11);
   b.SetFraming(std::nullopt, true, false);
