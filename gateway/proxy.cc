@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
-#include <cstdio>
 #include <span>
 
 #include <boost/asio/as_tuple.hpp>
@@ -647,8 +646,10 @@ net::awaitable<bool> ProxyCall::WriteToClient(std::string_view data, ResponseHea
   if (head != nullptr) bufs[n++] = net::buffer(head->text());
   char size_line[24];
   if (chunked && !out.empty()) {
-    int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", out.size());
-    bufs[n++] = net::buffer(size_line, static_cast<size_t>(len));
+    char* end = std::to_chars(size_line, size_line + 16, out.size(), 16).ptr;
+    *end++ = '\r';
+    *end++ = '\n';
+    bufs[n++] = net::buffer(size_line, static_cast<size_t>(end - size_line));
   }
   if (!out.empty()) bufs[n++] = net::buffer(out);
   if (chunked && !out.empty()) bufs[n++] = net::buffer("\r\n", 2);

@@ -7,10 +7,10 @@ namespace geogate::gateway {
 
 namespace json = boost::json;
 
-RequestBody RequestBody::Parse(std::string_view body) {
-  RequestBody out;
+RequestBody RequestBody::Parse(std::string_view body, json::storage_ptr storage) {
+  RequestBody out(storage);  // doc_ in `storage`, so the parse result moves in without a copy
   boost::system::error_code ec;
-  out.doc_ = json::parse(json::string_view(body.data(), body.size()), ec);
+  out.doc_ = json::parse(json::string_view(body.data(), body.size()), ec, std::move(storage));
   if (ec) {
     out.facts_.status = BodyFacts::Status::kInvalidJson;
     out.facts_.error = "request body is not valid JSON: " + ec.message();
@@ -32,7 +32,8 @@ RequestBody RequestBody::Parse(std::string_view body) {
   out.facts_.model.assign(model->get_string().data(), model->get_string().size());
   if (const json::value* s = obj->if_contains("stream"); s != nullptr && s->is_bool())
     out.facts_.stream = s->get_bool();
-  if (const json::value* so = obj->if_contains("stream_options"); so != nullptr && so->is_object()) {
+  if (const json::value* so = obj->if_contains("stream_options");
+      so != nullptr && so->is_object()) {
     if (const json::value* iu = so->get_object().if_contains("include_usage");
         iu != nullptr && iu->is_bool())
       out.facts_.include_usage = iu->get_bool();

@@ -22,8 +22,10 @@ struct BodyFacts {
 
 class RequestBody {
  public:
-  /// Parses `body` (Boost.JSON) and extracts the facts. Never throws.
-  static RequestBody Parse(std::string_view body);
+  /// Parses `body` (Boost.JSON) and extracts the facts. Never throws. The
+  /// document lives in `storage` (the default heap when null); a
+  /// request-scoped monotonic arena saves the allocation per JSON node.
+  static RequestBody Parse(std::string_view body, boost::json::storage_ptr storage = {});
 
   const BodyFacts& facts() const { return facts_; }
 
@@ -34,6 +36,8 @@ class RequestBody {
   std::optional<std::string> Rewrite(std::string_view canonical_model, bool request_usage) const;
 
  private:
+  explicit RequestBody(boost::json::storage_ptr storage) : doc_(std::move(storage)) {}
+
   BodyFacts facts_;
   boost::json::value doc_;
 };

@@ -6,6 +6,7 @@
 
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/json/monotonic_resource.hpp>
 
 #include "gateway/budget_tracker.h"
 #include "gateway/headers.h"
@@ -190,7 +191,11 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
     }
   }
 
-  RequestBody body = RequestBody::Parse(ctx.req.body());
+  // The parsed body lives in an arena of this request: a typical chat
+  // request's document needs no allocation of its own.
+  unsigned char body_arena_buffer[4096];
+  boost::json::monotonic_resource body_arena(body_arena_buffer, sizeof body_arena_buffer);
+  RequestBody body = RequestBody::Parse(ctx.req.body(), &body_arena);
   switch (body.facts().status) {
     case BodyFacts::Status::kOk:
       break;

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 
 #include "gateway/request_body.h"
@@ -38,8 +39,8 @@ TEST_CASE("body facts: malformed bodies are classified", "[body]") {
 TEST_CASE("rewrite: nothing to change forwards the original bytes", "[body]") {
   auto b = RequestBody::Parse(R"({"model":"m","stream":false})");
   CHECK_FALSE(b.Rewrite("m", true).has_value());  // not streaming: no usage injection
-  auto s = RequestBody::Parse(
-      R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})");
+  auto s =
+      RequestBody::Parse(R"({"model":"m","stream":true,"stream_options":{"include_usage":true}})");
   CHECK_FALSE(s.Rewrite("m", true).has_value());  // the client asked already
 }
 
@@ -52,14 +53,35 @@ TEST_CASE("rewrite: alias to canonical name and usage injection", "[body]") {
   CHECK(v.at("stream_options").at("include_usage").as_bool());
   CHECK(v.at("temperature").as_double() == 0.5);
 
-  auto no_usage = RequestBody::Parse(R"({"model":"llama-8b","stream":true})").Rewrite("llama-3.1-8b", false);
+  auto no_usage =
+      RequestBody::Parse(R"({"model":"llama-8b","stream":true})").Rewrite("llama-3.1-8b", false);
   REQUIRE(no_usage.has_value());
   CHECK_FALSE(json::parse(*no_usage).as_object().contains("stream_options"));
 
   // An existing stream_options object keeps its other members.
-  auto keep = RequestBody::Parse(R"({"model":"m","stream":true,"stream_options":{"x":1}})").Rewrite("m", true);
+  auto keep = RequestBody::Parse(R"({"model":"m","stream":true,"stream_options":{"x":1}})")
+                  .Rewrite("m", true);
   REQUIRE(keep.has_value());
   json::value kv = json::parse(*keep);
   CHECK(kv.at("stream_options").at("x").as_int64() == 1);
   CHECK(kv.at("stream_options").at("include_usage").as_bool());
+}
+
+TEST_CASE("body in a request arena: same facts and rewrite, no heap for a small body", "[body]") {
+  unsigned char buffer[4096];
+  json::monotonic_resource arena(buffer, sizeof buffer);
+  auto b = RequestBody::Parse(
+      R"({"model":"llama-8b","stream":true,"messages":[{"role":"user","content":"hi"}]})", &arena);
+  REQUIRE(b.facts().status == BodyFacts::Status::kOk);
+  CHECK(b.facts().model == "llama-8b");
+  CHECK(b.facts().stream);
+  auto out = b.Rewrite("llama-3.1-8b", true);
+  REQUIRE(out.has_value());
+  json::value v = json::parse(*out);
+  CHECK(v.at("model").as_string() == "llama-3.1-8b");
+  CHECK(v.at("messages").at(0).at("content").as_string() == "hi");
+  CHECK(v.at("stream_options").at("include_usage").as_bool());
+
+  auto bad = RequestBody::Parse("{not json", &arena);
+  CHECK(bad.facts().status == BodyFacts::Status::kInvalidJson);
 }
