@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/error.hpp>
@@ -190,6 +191,8 @@ class ProxyCall {
   net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn,
                                       http::response_parser<http::buffer_body>& parser,
                                       size_t first_bytes, bool& upstream_reusable);
+  net::awaitable<boost::system::error_code> Send(Stream& s, std::span<const net::const_buffer> bufs,
+                                                 bool guard_idle);
   net::awaitable<bool> WriteToClient(std::string_view data, ResponseHead* head, bool chunked,
                                      SseObserver& observer);
   net::awaitable<bool> FailAll(const AttemptResult& last);
@@ -408,8 +411,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     wd_.PollHealth(&state, kHealthWatchPeriod);
     wd_.Guard(&conn->stream.lowest(), Clock::now() + ttft_budget);
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
-    auto [wec, wn] = co_await net::async_write(conn->stream, request, kUseTuple);
-    boost::system::error_code ec = wec;
+    boost::system::error_code ec = co_await Send(conn->stream, request, /*guard_idle=*/false);
     if (!ec) {
       auto [rec, rn] =
           co_await http::async_read_header(conn->stream, conn->buffer, *parser, kUseTuple);
@@ -448,7 +450,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
 
   // Hold the head until the first body bytes arrive (or the body is empty):
   // until then a failure is still invisible to the client and retryable.
-  size_t first = 0;
+  // Body bytes that came with the head are taken without another read.
+  size_t first = parser->is_done() ? 0 : DrainBuffered(*conn, *parser, 0);
   while (!parser->is_done() && first == 0) {
     parser->get().body().data = relay_buf_;
     parser->get().body().size = kRelayBufferBytes;
@@ -546,6 +549,20 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   }
 
   while (!parser.is_done()) {
+    // Bytes left over from the last read (more than one relay buffer) go
+    // out before reading again.
+    if (size_t got = DrainBuffered(conn, parser, 0); got != 0) {
+      if (!co_await WriteToClient(std::string_view(relay_buf_, got), nullptr, chunked, observer)) {
+        worker_.metrics().client_disconnects++;
+        r.keep_alive = false;
+        r.client_gone = true;
+        AccountTokens(backend, observer,
+                      std::chrono::duration<double>(Clock::now() - stream_start).count());
+        co_return r;
+      }
+      continue;
+    }
+    if (parser.is_done()) break;  // the last chunk was buffered, with no data
     parser.get().body().data = relay_buf_;
     parser.get().body().size = kRelayBufferBytes;
     wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
@@ -636,6 +653,21 @@ size_t ProxyCall::DrainBuffered(UpstreamConn& conn,
   return got;
 }
 
+// Writes all of `bufs`: at once when the socket takes them (no pass of the
+// worker's queue), else the rest asynchronously, under stream_idle_timeout
+// when `guard_idle` (or the deadline the caller set).
+net::awaitable<boost::system::error_code> ProxyCall::Send(Stream& s,
+                                                          std::span<const net::const_buffer> bufs,
+                                                          bool guard_idle) {
+  size_t sent = s.TrySendNow(bufs);
+  if (sent == net::buffer_size(bufs)) co_return boost::system::error_code();
+  beast::buffers_suffix<std::span<const net::const_buffer>> rest(bufs);
+  rest.consume(sent);
+  if (guard_idle) wd_.Guard(&s.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+  auto [ec, n] = co_await net::async_write(s, rest, kUseTuple);
+  co_return ec;
+}
+
 // One gather write per upstream read: [head] [chunk size] data [CRLF].
 net::awaitable<bool> ProxyCall::WriteToClient(std::string_view data, ResponseHead* head,
                                               bool chunked, SseObserver& observer) {
@@ -654,12 +686,13 @@ net::awaitable<bool> ProxyCall::WriteToClient(std::string_view data, ResponseHea
   if (!out.empty()) bufs[n++] = net::buffer(out);
   if (chunked && !out.empty()) bufs[n++] = net::buffer("\r\n", 2);
   if (n == 0) co_return true;
-  wd_.Guard(&client.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
-  auto [ec, written] = co_await net::async_write(
-      client, std::span<const net::const_buffer>(bufs.data(), n), kUseTuple);
+  std::span<const net::const_buffer> out_bufs(bufs.data(), n);
+  boost::system::error_code ec = co_await Send(client, out_bufs, /*guard_idle=*/true);
+  if (ec) co_return false;
+  size_t written = net::buffer_size(out_bufs);
   ctx_.bytes_out += written;
   worker_.metrics().bytes_out += written;
-  co_return !ec;
+  co_return true;
 }
 
 void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds) {

@@ -5,8 +5,13 @@
 // per I/O call.
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <array>
 #include <memory>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include <boost/asio/ssl/context.hpp>
@@ -35,6 +40,27 @@ class Stream {
   /// The TCP layer (for timeouts, socket options, close).
   beast::tcp_stream& lowest() { return tls_ ? tls_->next_layer() : *plain_; }
   TlsStream& tls() { return *tls_; }
+
+  /// Sends what a plain TCP socket takes at once (non-blocking sendmsg) and
+  /// returns the bytes sent: 0 for TLS, a full socket buffer or an error,
+  /// which the asynchronous write that follows then meets. An async_write
+  /// that completes at once still resumes its coroutine only after a pass
+  /// of the worker's ready queue; under load, that pass is what delays a
+  /// new request's first token and costs a handler per relayed chunk.
+  size_t TrySendNow(std::span<const net::const_buffer> buffers) {
+    if (tls_) return 0;
+    std::array<iovec, 8> iov;
+    size_t n = 0;
+    for (const net::const_buffer& b : buffers) {
+      if (n == iov.size()) break;
+      iov[n++] = iovec{const_cast<void*>(b.data()), b.size()};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = n;
+    ssize_t sent = ::sendmsg(plain_->socket().native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return sent > 0 ? static_cast<size_t>(sent) : 0;
+  }
 
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
