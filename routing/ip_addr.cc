@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <charconv>
 #include <cstring>
 
 namespace geogate::routing {
@@ -66,8 +67,17 @@ uint32_t IpAddr::v4() const {
 
 std::string IpAddr::ToString() const {
   char buf[INET6_ADDRSTRLEN];
-  const char* s = is_v4() ? inet_ntop(AF_INET, bytes.data() + 12, buf, sizeof buf)
-                          : inet_ntop(AF_INET6, bytes.data(), buf, sizeof buf);
+  if (is_v4()) {
+    // Dotted quad with to_chars: glibc's inet_ntop formats IPv4 with
+    // sprintf, and this runs for every request (access log, X-Forwarded-For).
+    char* p = buf;
+    for (int i = 0; i < 4; ++i) {
+      if (i > 0) *p++ = '.';
+      p = std::to_chars(p, buf + sizeof buf, bytes[12 + i]).ptr;
+    }
+    return std::string(buf, p);
+  }
+  const char* s = inet_ntop(AF_INET6, bytes.data(), buf, sizeof buf);
   // inet_ntop only fails on a short buffer, which INET6_ADDRSTRLEN rules out.
   return s != nullptr ? std::string(s) : std::string();
 }

@@ -14,6 +14,8 @@ TEST_CASE("IpAddr parses IPv4 into the v4-mapped form", "[ip_addr]") {
   CHECK(a.bytes == want);
   CHECK(a.ToString() == "192.0.2.1");
   CHECK(Ip("0.0.0.0").ToString() == "0.0.0.0");
+  CHECK(Ip("255.255.255.255").ToString() == "255.255.255.255");
+  CHECK(Ip("10.20.0.7").ToString() == "10.20.0.7");
   CHECK(Ip("255.255.255.255").v4() == 0xFFFFFFFFu);
 }
 
