@@ -487,8 +487,14 @@ asio::awaitable<void> Session<Stream>::watch_peer() {
   auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(4096), kNoThrow);
   if (ec) co_return;  // the peer went away, or the work finished and cancelled us
   // The client pipelined its next request: it is alive. Keep the bytes for
-  // the next parse and wait for the work to finish.
+  // the next parse and wait for the work to finish. The work may have
+  // finished already: a client that sends its next request the moment the
+  // response arrives races the group's cancellation, which then reached the
+  // completed read and would never reach the wait below (the connection
+  // hung until the client gave up).
   buffer_.commit(n);
+  auto cs = co_await asio::this_coro::cancellation_state;
+  if (cs.cancelled() != asio::cancellation_type::none) co_return;
   asio::steady_timer park(co_await asio::this_coro::executor, Clock::time_point::max());
   co_await park.async_wait(kNoThrow);
 }
