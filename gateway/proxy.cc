@@ -200,7 +200,9 @@ class ProxyCall {
   void ReportFailure(size_t backend, FailureReason reason);
   void AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds);
   size_t DrainBuffered(UpstreamConn& conn, http::response_parser<http::buffer_body>& parser,
-                       size_t got);
+                       size_t got, boost::system::error_code& ec);
+  net::awaitable<boost::system::error_code> ReadUpstream(
+      UpstreamConn& conn, http::response_parser<http::buffer_body>& parser);
 
   RequestContext& ctx_;
   const RequestBody& body_;
@@ -451,29 +453,28 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   // Hold the head until the first body bytes arrive (or the body is empty):
   // until then a failure is still invisible to the client and retryable.
   // Body bytes that came with the head are taken without another read.
-  size_t first = parser->is_done() ? 0 : DrainBuffered(*conn, *parser, 0);
-  while (!parser->is_done() && first == 0) {
-    parser->get().body().data = relay_buf_;
-    parser->get().body().size = kRelayBufferBytes;
-    auto [ec, n] = co_await http::async_read_some(conn->stream, conn->buffer, *parser, kUseTuple);
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) {
-      watch_.Target(nullptr);
-      if (watch_.gone()) {
-        r.client_gone = true;
-        co_return r;
-      }
-      if (wd_.abandoned()) {
-        r.failure = FailureReason::kProbeTimeout;
-        r.detail = "backend taken out of rotation by health checks while waiting";
-        co_return r;
-      }
-      if (wd_.expired()) ec = beast::error::timeout;
-      r.failure = ClassifyExchangeError(ec);
-      r.detail = ec.message();
+  boost::system::error_code body_ec;
+  size_t first = parser->is_done() ? 0 : DrainBuffered(*conn, *parser, 0, body_ec);
+  while (!body_ec && !parser->is_done() && first == 0) {
+    body_ec = co_await ReadUpstream(*conn, *parser);
+    if (!body_ec) first = DrainBuffered(*conn, *parser, 0, body_ec);
+  }
+  if (body_ec) {
+    boost::system::error_code ec = body_ec;
+    watch_.Target(nullptr);
+    if (watch_.gone()) {
+      r.client_gone = true;
       co_return r;
     }
-    first = DrainBuffered(*conn, *parser, kRelayBufferBytes - parser->get().body().size);
+    if (wd_.abandoned()) {
+      r.failure = FailureReason::kProbeTimeout;
+      r.detail = "backend taken out of rotation by health checks while waiting";
+      co_return r;
+    }
+    if (wd_.expired()) ec = beast::error::timeout;
+    r.failure = ClassifyExchangeError(ec);
+    r.detail = ec.message();
+    co_return r;
   }
   wd_.StopPolling();
   // Committed: a retry that got here is an ordinary request from now on.
@@ -551,23 +552,13 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   while (!parser.is_done()) {
     // Bytes left over from the last read (more than one relay buffer) go
     // out before reading again.
-    if (size_t got = DrainBuffered(conn, parser, 0); got != 0) {
-      if (!co_await WriteToClient(std::string_view(relay_buf_, got), nullptr, chunked, observer)) {
-        worker_.metrics().client_disconnects++;
-        r.keep_alive = false;
-        r.client_gone = true;
-        AccountTokens(backend, observer,
-                      std::chrono::duration<double>(Clock::now() - stream_start).count());
-        co_return r;
-      }
-      continue;
+    boost::system::error_code ec;
+    size_t got = DrainBuffered(conn, parser, 0, ec);
+    if (!ec && got == 0 && !parser.is_done()) {
+      wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+      ec = co_await ReadUpstream(conn, parser);
+      if (!ec) got = DrainBuffered(conn, parser, 0, ec);
     }
-    if (parser.is_done()) break;  // the last chunk was buffered, with no data
-    parser.get().body().data = relay_buf_;
-    parser.get().body().size = kRelayBufferBytes;
-    wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
-    auto [ec, n] = co_await http::async_read_some(conn.stream, conn.buffer, parser, kUseTuple);
-    if (ec == http::error::need_buffer) ec = {};
     if (ec && wd_.expired()) ec = beast::error::timeout;
     if (ec) {
       if (watch_.gone()) {
@@ -600,7 +591,6 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
                     std::chrono::duration<double>(Clock::now() - stream_start).count());
       co_return r;
     }
-    size_t got = DrainBuffered(conn, parser, kRelayBufferBytes - parser.get().body().size);
     if (got == 0) continue;
     if (!co_await WriteToClient(std::string_view(relay_buf_, got), nullptr, chunked, observer)) {
       worker_.metrics().client_disconnects++;
@@ -631,26 +621,56 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   co_return r;
 }
 
-// A Beast read_some parses one element (a chunk header, or one chunk's
-// data) even when more is buffered. This parses what is already in the
-// connection's buffer into the relay buffer after its first `got` bytes,
-// without reading from the socket, so tokens that arrived together leave in
-// one write instead of a read-and-write round each. It stops at an
-// incomplete element: nothing ever waits for more bytes here. (Beast's
-// eager mode would, inside read_some.) A parse error is left for the next
-// read to report. Returns the relay buffer's new fill.
+// Parses what is already in the connection's buffer into the relay buffer
+// after its first `got` bytes, without reading from the socket, so tokens
+// that arrived together leave in one write instead of a read-and-write
+// round each. (A Beast read_some parses one element -- a chunk header, or
+// one chunk's data -- per call even when more is buffered; its eager mode
+// would wait for more bytes.) Stops at an incomplete element or a full
+// relay buffer; `ec` is set only for a malformed response. Returns the
+// relay buffer's new fill.
 size_t ProxyCall::DrainBuffered(UpstreamConn& conn,
-                                http::response_parser<http::buffer_body>& parser, size_t got) {
+                                http::response_parser<http::buffer_body>& parser, size_t got,
+                                boost::system::error_code& ec) {
   while (!parser.is_done() && conn.buffer.size() > 0 && got < kRelayBufferBytes) {
     parser.get().body().data = relay_buf_ + got;
     parser.get().body().size = kRelayBufferBytes - got;
-    boost::system::error_code ec;
     size_t used = parser.put(conn.buffer.data(), ec);
     conn.buffer.consume(used);
     got = kRelayBufferBytes - parser.get().body().size;
-    if (ec || used == 0) break;  // need_more, need_buffer (full) or an error
+    if (ec == http::error::need_more || ec == http::error::need_buffer) {
+      ec = {};
+      break;
+    }
+    if (ec || used == 0) break;
   }
   return got;
+}
+
+// One read from the backend into the connection's buffer, straight from the
+// socket (TLS: the TLS stream): DrainBuffered parses it. The backend closing
+// the connection ends a close-delimited body, and cuts any other
+// (partial_message).
+net::awaitable<boost::system::error_code> ProxyCall::ReadUpstream(
+    UpstreamConn& conn, http::response_parser<http::buffer_body>& parser) {
+  auto space = conn.buffer.prepare(kUpstreamReadBytes);
+  boost::system::error_code ec;
+  size_t n = 0;
+  if (conn.stream.is_tls()) {
+    auto [e, got] = co_await conn.stream.async_read_some(space, kUseTuple);
+    ec = e;
+    n = got;
+  } else {
+    auto [e, got] = co_await conn.stream.lowest().socket().async_read_some(space, kUseTuple);
+    ec = e;
+    n = got;
+  }
+  conn.buffer.commit(n);
+  if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
+    ec = {};
+    parser.put_eof(ec);
+  }
+  co_return ec;
 }
 
 // Writes all of `bufs`: at once when the socket takes them (no pass of the
