@@ -213,8 +213,27 @@ class Process:
             os.kill(self.pid, sig)
 
     def pause(self) -> None:
-        """SIGSTOP: the process hangs with its sockets open (a black hole)."""
+        """SIGSTOP: the process hangs with its sockets open (a black hole).
+
+        Returns once every thread is stopped: kill() returns before the
+        signal has reached them all, and a busy machine can let a request
+        through in between."""
         self.signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not self._all_threads_stopped():
+            time.sleep(0.005)
+
+    def _all_threads_stopped(self) -> bool:
+        try:
+            tasks = os.listdir(f"/proc/{self.pid}/task")
+            for tid in tasks:
+                with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
+                    # The state follows the parenthesised command name.
+                    if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                        return False
+        except (OSError, IndexError):
+            return True  # gone: nothing left to wait for
+        return True
 
     def resume(self) -> None:
         self.signal(signal.SIGCONT)
