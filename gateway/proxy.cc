@@ -34,6 +34,8 @@ namespace {
 using health::FailureReason;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+using ResponseParser = http::response_parser<http::buffer_body, PooledAllocator<char>>;
+
 constexpr auto kHealthWatchPeriod = std::chrono::milliseconds(25);
 
 double MillisSince(Clock::time_point t0, Clock::time_point t1) {
@@ -80,11 +82,17 @@ class InflightGuard {
 // Only the raw TCP socket is peeked, never read, so no request bytes are
 // consumed; a client that sends data meanwhile (pipelining, a TLS alert)
 // simply ends the watch, and write errors catch it later.
+//
+// The watch starts only once the request actually waits: at the first
+// health poll while the first byte is awaited (every 25 ms), while queued
+// for capacity, and when a relay waits for more of the body. Asio tries a
+// receive on an empty queue at once, so a watch armed per request cost one
+// empty recvfrom per request, about a sixth of a short request's syscalls;
+// answers that come at once never need it.
 class DisconnectWatch {
  public:
   explicit DisconnectWatch(net::ip::tcp::socket& client) : state_(std::make_shared<State>()) {
     state_->client = &client;
-    Arm(state_);
   }
   ~DisconnectWatch() {
     state_->active = false;
@@ -101,6 +109,12 @@ class DisconnectWatch {
   DisconnectWatch(const DisconnectWatch&) = delete;
   DisconnectWatch& operator=(const DisconnectWatch&) = delete;
 
+  /// Starts watching (once; later calls do nothing).
+  void Start() {
+    if (state_->started) return;
+    state_->started = true;
+    Arm(state_);
+  }
   /// The upstream connection to close when the client disappears.
   void Target(beast::tcp_stream* upstream) { state_->target = upstream; }
   bool gone() const { return state_->gone; }
@@ -110,6 +124,7 @@ class DisconnectWatch {
     net::ip::tcp::socket* client = nullptr;
     beast::tcp_stream* target = nullptr;
     bool active = true;
+    bool started = false;
     bool gone = false;
     bool waiting = false;
     char peek = 0;
@@ -188,8 +203,7 @@ class ProxyCall {
   void BuildUpstreamRequest();
   void BuildAttemptHead(const config::Backend& b);
   net::awaitable<AttemptResult> Attempt(size_t backend, Clock::time_point deadline);
-  net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn,
-                                      http::response_parser<http::buffer_body>& parser,
+  net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn, ResponseParser& parser,
                                       size_t first_bytes, bool& upstream_reusable);
   net::awaitable<boost::system::error_code> Send(Stream& s, std::span<const net::const_buffer> bufs,
                                                  bool guard_idle);
@@ -199,10 +213,10 @@ class ProxyCall {
   net::awaitable<bool> Fail(ErrorKind kind, std::string_view message, int retry_after = -1);
   void ReportFailure(size_t backend, FailureReason reason);
   void AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds);
-  size_t DrainBuffered(UpstreamConn& conn, http::response_parser<http::buffer_body>& parser,
-                       size_t got, boost::system::error_code& ec);
-  net::awaitable<boost::system::error_code> ReadUpstream(
-      UpstreamConn& conn, http::response_parser<http::buffer_body>& parser);
+  size_t DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
+                       boost::system::error_code& ec);
+  net::awaitable<boost::system::error_code> ReadUpstream(UpstreamConn& conn,
+                                                         ResponseParser& parser);
 
   RequestContext& ctx_;
   const RequestBody& body_;
@@ -243,6 +257,7 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
     routing::LiveHealthView view(ctx_.rt.backends, health::ToNanos(now));
     d = routing::Decide(ctx_.cfg, facts, ctx_.residency.allowed, view, now, worker_.Random());
     if (d.outcome != routing::Outcome::kCapacity || now >= queue_deadline) break;
+    watch_.Start();
     net::steady_timer t(worker_.ioc());
     t.expires_after(std::min<Clock::duration>(std::chrono::milliseconds(5), queue_deadline - now));
     co_await t.async_wait(kUseTuple);
@@ -384,7 +399,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
 
   UpstreamConnPtr conn = worker_.pool().TakeIdle(b.state_key(), t0, up_cfg_.pool_idle_timeout);
   bool reused = conn != nullptr;
-  std::optional<http::response_parser<http::buffer_body>> parser;
+  std::optional<ResponseParser> parser;
   for (;;) {
     if (!conn) {
       auto budget = Remaining(deadline);
@@ -410,7 +425,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     // health checks take out of rotation meanwhile is abandoned at once.
     auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline));
     wd_.Disarm();
-    wd_.PollHealth(&state, kHealthWatchPeriod);
+    wd_.PollHealth(&state, kHealthWatchPeriod, [this] { watch_.Start(); });
     wd_.Guard(&conn->stream.lowest(), Clock::now() + ttft_budget);
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
     boost::system::error_code ec = co_await Send(conn->stream, request, /*guard_idle=*/false);
@@ -501,8 +516,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
 }
 
 net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& conn,
-                                               http::response_parser<http::buffer_body>& parser,
-                                               size_t first, bool& upstream_reusable) {
+                                               ResponseParser& parser, size_t first,
+                                               bool& upstream_reusable) {
   const config::Backend& b = ctx_.cfg.backends[backend];
   AttemptResult r;
   r.committed = true;
@@ -555,6 +570,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     boost::system::error_code ec;
     size_t got = DrainBuffered(conn, parser, 0, ec);
     if (!ec && got == 0 && !parser.is_done()) {
+      watch_.Start();
       wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
       ec = co_await ReadUpstream(conn, parser);
       if (!ec) got = DrainBuffered(conn, parser, 0, ec);
@@ -629,8 +645,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
 // would wait for more bytes.) Stops at an incomplete element or a full
 // relay buffer; `ec` is set only for a malformed response. Returns the
 // relay buffer's new fill.
-size_t ProxyCall::DrainBuffered(UpstreamConn& conn,
-                                http::response_parser<http::buffer_body>& parser, size_t got,
+size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
                                 boost::system::error_code& ec) {
   while (!parser.is_done() && conn.buffer.size() > 0 && got < kRelayBufferBytes) {
     parser.get().body().data = relay_buf_ + got;
@@ -651,8 +666,8 @@ size_t ProxyCall::DrainBuffered(UpstreamConn& conn,
 // socket (TLS: the TLS stream): DrainBuffered parses it. The backend closing
 // the connection ends a close-delimited body, and cuts any other
 // (partial_message).
-net::awaitable<boost::system::error_code> ProxyCall::ReadUpstream(
-    UpstreamConn& conn, http::response_parser<http::buffer_body>& parser) {
+net::awaitable<boost::system::error_code> ProxyCall::ReadUpstream(UpstreamConn& conn,
+                                                                  ResponseParser& parser) {
   auto space = conn.buffer.prepare(kUpstreamReadBytes);
   boost::system::error_code ec;
   size_t n = 0;

@@ -29,6 +29,7 @@ Watchdog::~Watchdog() {
   st_->alive = false;
   st_->target = nullptr;
   st_->backend = nullptr;
+  st_->on_poll = nullptr;
   if (st_->armed) st_->timer.cancel();
 }
 
@@ -38,8 +39,10 @@ void Watchdog::Guard(beast::tcp_stream* target, Clock::time_point deadline) {
   Want(st_, deadline);
 }
 
-void Watchdog::PollHealth(const health::BackendState* backend, std::chrono::milliseconds period) {
+void Watchdog::PollHealth(const health::BackendState* backend, std::chrono::milliseconds period,
+                          std::function<void()> on_poll) {
   st_->backend = backend;
+  st_->on_poll = std::move(on_poll);
   st_->period = period;
   st_->next_poll = Clock::now() + period;
   Want(st_, st_->next_poll);
@@ -47,6 +50,7 @@ void Watchdog::PollHealth(const health::BackendState* backend, std::chrono::mill
 
 void Watchdog::StopPolling() {
   st_->backend = nullptr;
+  st_->on_poll = nullptr;
   st_->next_poll = Clock::time_point::max();
 }
 
@@ -92,6 +96,7 @@ void Watchdog::Wake(const std::shared_ptr<State>& st) {
       if (st->target != nullptr) st->target->close();
       return;
     }
+    if (st->on_poll) st->on_poll();
   }
   st->next_poll = w.next_poll;
   Want(st, w.sleep_until);

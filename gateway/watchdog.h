@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include <boost/asio/io_context.hpp>
@@ -64,8 +65,11 @@ class Watchdog {
   /// passes, unless Guard or Disarm is called again before.
   void Guard(beast::tcp_stream* target, Clock::time_point deadline);
   /// Until StopPolling or Disarm: every `period`, closes the guarded stream
-  /// when `backend` is no longer routable (abandoned() then says so).
-  void PollHealth(const health::BackendState* backend, std::chrono::milliseconds period);
+  /// when `backend` is no longer routable (abandoned() then says so), and
+  /// otherwise calls `on_poll` (work that only a request still waiting
+  /// after a poll period needs).
+  void PollHealth(const health::BackendState* backend, std::chrono::milliseconds period,
+                  std::function<void()> on_poll = nullptr);
   void StopPolling();
   /// Guards nothing and clears the flags; the timer lapses by itself.
   void Disarm();
@@ -84,6 +88,7 @@ class Watchdog {
     const health::BackendState* backend = nullptr;
     std::chrono::milliseconds period{};
     Clock::time_point next_poll = Clock::time_point::max();
+    std::function<void()> on_poll;
     bool armed = false;
     Clock::time_point armed_at{};
     uint64_t generation = 0;  // tells a superseded wait's handler to do nothing

@@ -107,3 +107,30 @@ TEST_CASE("watchdog: a backend leaving rotation abandons the guarded stream", "[
   CHECK_FALSE(wd.expired());
   CHECK_FALSE(stream.socket().is_open());
 }
+
+TEST_CASE("watchdog: each poll that finds the backend routable runs the poll hook", "[watchdog]") {
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.socket().open(boost::asio::ip::tcp::v4());
+  geogate::health::BackendState backend("b");
+  backend.state = geogate::health::HealthState::kHealthy;
+  Watchdog wd(ioc);
+  int polls = 0;
+  wd.PollHealth(&backend, 2ms, [&] { ++polls; });
+  wd.Guard(&stream, WatchdogClock::now() + 10s);
+  ioc.run_for(20ms);
+  CHECK(polls >= 1);  // the hook waits for a poll: not called at PollHealth
+  int before_stop = polls;
+  wd.StopPolling();  // drops the hook with the backend
+  ioc.restart();
+  ioc.run_for(10ms);
+  CHECK(polls == before_stop);
+
+  polls = 0;
+  wd.PollHealth(&backend, 2ms, [&] { ++polls; });
+  backend.state = geogate::health::HealthState::kUnhealthy;
+  ioc.restart();
+  ioc.run_for(2s);  // the first poll abandons: the hook never runs
+  CHECK(wd.abandoned());
+  CHECK(polls == 0);
+}
