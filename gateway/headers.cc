@@ -43,7 +43,7 @@ bool IsHopByHop(std::string_view name, std::string_view connection_value) {
 }
 
 template <class Out>
-void PrepareUpstreamHeaders(const http::fields& in, Out& out, const ForwardInfo& fwd) {
+void PrepareUpstreamHeaders(const Fields& in, Out& out, const ForwardInfo& fwd) {
   std::string_view connection = in[http::field::connection];
   std::string xff;
   for (const auto& f : in) {
@@ -96,8 +96,7 @@ void SetBackendHeaders(Out& out, const config::Backend& backend) {
 }
 
 template <class Out>
-void PrepareClientResponseHeaders(const http::fields& upstream, Out& out,
-                                  const ResponseTags& tags) {
+void PrepareClientResponseHeaders(const Fields& upstream, Out& out, const ResponseTags& tags) {
   std::string_view connection = upstream[http::field::connection];
   for (const auto& f : upstream) {
     std::string_view name = f.name_string();
@@ -113,12 +112,12 @@ void PrepareClientResponseHeaders(const http::fields& upstream, Out& out,
   if (!tags.request_id.empty()) out.set("x-request-id", tags.request_id);
 }
 
-template void PrepareUpstreamHeaders(const http::fields&, http::fields&, const ForwardInfo&);
-template void PrepareUpstreamHeaders(const http::fields&, HeaderText&, const ForwardInfo&);
+template void PrepareUpstreamHeaders(const Fields&, http::fields&, const ForwardInfo&);
+template void PrepareUpstreamHeaders(const Fields&, HeaderText&, const ForwardInfo&);
 template void SetBackendHeaders(http::fields&, const config::Backend&);
 template void SetBackendHeaders(HeaderText&, const config::Backend&);
-template void PrepareClientResponseHeaders(const http::fields&, http::fields&, const ResponseTags&);
-template void PrepareClientResponseHeaders(const http::fields&, ResponseHead&, const ResponseTags&);
+template void PrepareClientResponseHeaders(const Fields&, http::fields&, const ResponseTags&);
+template void PrepareClientResponseHeaders(const Fields&, ResponseHead&, const ResponseTags&);
 
 std::string NewRequestId() {
   thread_local std::mt19937_64 gen{std::random_device{}()};

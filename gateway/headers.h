@@ -12,10 +12,15 @@
 #include <boost/beast/http/fields.hpp>
 
 #include "config/snapshot.h"
+#include "gateway/block_cache.h"
 
 namespace geogate::gateway {
 
 namespace http = boost::beast::http;
+
+/// The fields of the heads the proxy parses (the client's request, the
+/// backend's response), in per-thread pooled blocks.
+using Fields = http::basic_fields<PooledAllocator<char>>;
 
 /// True for fields that describe one connection rather than the message:
 /// Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
@@ -54,7 +59,7 @@ struct ForwardInfo {
 /// X-Forwarded-Proto and x-request-id.
 /// `Out` is http::fields or HeaderText.
 template <class Out>
-void PrepareUpstreamHeaders(const http::fields& in, Out& out, const ForwardInfo& fwd);
+void PrepareUpstreamHeaders(const Fields& in, Out& out, const ForwardInfo& fwd);
 
 /// The per-attempt part: Host for this backend and its own API key, if any.
 template <class Out>
@@ -72,7 +77,7 @@ struct ResponseTags {
 /// fields and the framing (Content-Length/Transfer-Encoding, which the
 /// gateway sets), plus x-geogate-edge/-region/-backend and x-request-id.
 template <class Out>
-void PrepareClientResponseHeaders(const http::fields& upstream, Out& out, const ResponseTags& tags);
+void PrepareClientResponseHeaders(const Fields& upstream, Out& out, const ResponseTags& tags);
 
 /// A request id that is unique enough for logs: 32 hex characters from a
 /// per-thread generator seeded from the OS.

@@ -108,8 +108,7 @@ net::awaitable<bool> Session::Handshake() {
   co_return true;
 }
 
-boost::system::error_code Session::ParseBuffered(http::request_parser<http::string_body>& parser,
-                                                 bool header_only) {
+boost::system::error_code Session::ParseBuffered(RequestParser& parser, bool header_only) {
   boost::system::error_code ec;
   while (buffer_.size() != 0 && !parser.is_done() && !(header_only && parser.is_header_done())) {
     size_t used = parser.put(buffer_.data(), ec);
@@ -120,8 +119,8 @@ boost::system::error_code Session::ParseBuffered(http::request_parser<http::stri
   return ec;
 }
 
-net::awaitable<boost::system::error_code> Session::ReadHeader(
-    http::request_parser<http::string_body>& parser, health::Millis header_timeout) {
+net::awaitable<boost::system::error_code> Session::ReadHeader(RequestParser& parser,
+                                                              health::Millis header_timeout) {
   // The header deadline is a separate timer that only cancels the read:
   // a tcp_stream timeout would close the socket, leaving no way to say 408.
   // `armed` is cleared as soon as the read returns, so a timer that expired
@@ -222,7 +221,7 @@ net::awaitable<void> Session::Run() {
     idle_ = false;
     first = false;
 
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     parser.header_limit(limits.max_header_bytes);
     parser.body_limit(limits.max_body_bytes);
     // Usually the whole request arrived with the read above: parse it from

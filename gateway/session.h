@@ -13,6 +13,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "gateway/headers.h"
 #include "gateway/openai_error.h"
 #include "gateway/stream.h"
 #include "gateway/watchdog.h"
@@ -22,7 +23,8 @@
 namespace geogate::gateway {
 
 namespace http = boost::beast::http;
-using Request = http::request<http::string_body>;
+using Request = http::request<http::string_body, Fields>;
+using RequestParser = http::request_parser<http::string_body, PooledAllocator<char>>;
 
 /// Starts serving an accepted connection on the worker's io_context.
 void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec);
@@ -67,11 +69,10 @@ class Session {
   net::awaitable<bool> WaitForData(health::Millis timeout);
   /// Feeds buffered bytes to the parser (stopping after the head when
   /// `header_only`); never reads. need_more is not an error.
-  boost::system::error_code ParseBuffered(http::request_parser<http::string_body>& parser,
-                                          bool header_only);
+  boost::system::error_code ParseBuffered(RequestParser& parser, bool header_only);
   /// Reads until the head is complete, under the header deadline.
-  net::awaitable<boost::system::error_code> ReadHeader(
-      http::request_parser<http::string_body>& parser, health::Millis header_timeout);
+  net::awaitable<boost::system::error_code> ReadHeader(RequestParser& parser,
+                                                       health::Millis header_timeout);
   net::awaitable<void> LingeringClose();
 
   Worker& worker_;

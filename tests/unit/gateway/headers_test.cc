@@ -17,7 +17,8 @@ namespace {
 
 using FieldList = std::vector<std::pair<std::string, std::string>>;
 
-FieldList ListOf(const http::fields& f) {
+template <class F>
+FieldList ListOf(const F& f) {
   FieldList out;
   for (const auto& e : f)
     out.emplace_back(std::string(e.name_string()), std::string(e.value()));
@@ -38,8 +39,8 @@ FieldList ParseHead(const std::string& head) {
 }
 
 // A client request's fields with every shape the proxy must drop or rewrite.
-http::fields ClientRequestFields() {
-  http::fields in;
+Fields ClientRequestFields() {
+  Fields in;
   in.set(http::field::host, "edge.example.com");
   in.set(http::field::authorization, "Bearer client-secret");
   in.set(http::field::connection, "keep-alive, X-Hop");
@@ -68,7 +69,7 @@ TEST_CASE("hop-by-hop fields per RFC 9110, including those named in Connection",
 }
 
 TEST_CASE("upstream request headers: no client key, no hop-by-hop, XFF appended", "[headers]") {
-  http::fields in = ClientRequestFields();
+  Fields in = ClientRequestFields();
   http::fields out;
   PrepareUpstreamHeaders(in, out, ForwardInfo{"127.0.0.1", true, "rid-1"});
   CHECK(out.count(http::field::authorization) == 0);
@@ -109,7 +110,7 @@ TEST_CASE("backend headers: Host with non-default port, the backend's own key", 
 }
 
 TEST_CASE("client response headers: framing and hop-by-hop removed, tags added", "[headers]") {
-  http::fields up;
+  Fields up;
   up.set(http::field::content_type, "text/event-stream");
   up.set(http::field::transfer_encoding, "chunked");
   up.set(http::field::content_length, "5");
@@ -150,7 +151,7 @@ TEST_CASE("headers as text: the same fields as the Beast container, none twice",
   text += "\r\n";
   CHECK(ParseHead<true>(text) == ListOf(as_fields));
 
-  http::fields up;
+  Fields up;
   up.set(http::field::content_type, "text/event-stream");
   up.set(http::field::transfer_encoding, "chunked");
   up.set(http::field::connection, "close, x-hop");
