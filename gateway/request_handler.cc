@@ -192,9 +192,12 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
   }
 
   // The parsed body lives in an arena of this request: a typical chat
-  // request's document needs no allocation of its own.
-  unsigned char body_arena_buffer[4096];
-  boost::json::monotonic_resource body_arena(body_arena_buffer, sizeof body_arena_buffer);
+  // request's document needs no allocation of its own. Its first block is
+  // a recycled worker buffer, not a local: a local array would live in
+  // this coroutine's frame and make it a 5 KiB heap block per request.
+  BufferPool::Lease arena_block = ctx.worker.arena_buffers().Take();
+  boost::json::monotonic_resource body_arena(reinterpret_cast<unsigned char*>(arena_block.data()),
+                                             arena_block.size());
   RequestBody body = RequestBody::Parse(ctx.req.body(), &body_arena);
   switch (body.facts().status) {
     case BodyFacts::Status::kOk:
