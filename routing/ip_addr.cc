@@ -71,9 +71,12 @@ std::string IpAddr::ToString() const {
     // Dotted quad with to_chars: glibc's inet_ntop formats IPv4 with
     // sprintf, and this runs for every request (access log, X-Forwarded-For).
     char* p = buf;
+    char* const end = buf + sizeof buf;
     for (int i = 0; i < 4; ++i) {
-      if (i > 0) *p++ = '.';
-      p = std::to_chars(p, buf + sizeof buf, bytes[12 + i]).ptr;
+      // Never short (16 bytes fit "255.255.255.255"); the bound check keeps
+      // GCC's -Wstringop-overflow from assuming to_chars ran out of room.
+      if (i > 0 && p != end) *p++ = '.';
+      p = std::to_chars(p, end, bytes[12 + i]).ptr;
     }
     return std::string(buf, p);
   }
