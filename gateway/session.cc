@@ -201,6 +201,20 @@ net::awaitable<void> Session::LingeringClose() {
   }
 }
 
+namespace {
+// Counts a request in its worker's requests_in_progress() while in scope.
+class InProgress {
+ public:
+  explicit InProgress(size_t& n) : n_(n) { ++n_; }
+  ~InProgress() { --n_; }
+  InProgress(const InProgress&) = delete;
+  InProgress& operator=(const InProgress&) = delete;
+
+ private:
+  size_t& n_;
+};
+}  // namespace
+
 net::awaitable<void> Session::Run() {
   if (spec_.proxy_protocol && !co_await ReadProxyHeader()) {
     worker_.metrics().proxy_protocol_failures++;
@@ -289,8 +303,18 @@ net::awaitable<void> Session::Run() {
     stream_->lowest().expires_never();
     Request req = parser.release();
     worker_.metrics().bytes_in += req.body().size();
-    bool keep = co_await HandleRequest(*this, pinned, req);
+    bool keep = false;
+    {
+      InProgress counted(worker_.requests_in_progress());
+      keep = co_await HandleRequest(*this, pinned, req);
+    }
     if (!keep) break;
+    // The client sends its next request only once it has read this
+    // response: a read now would find nothing (Asio tries it at once) and
+    // cost a system call. While other requests keep the worker busy, let
+    // their handlers run first; by then the next request is usually there.
+    if (worker_.requests_in_progress() > 0 && buffer_.size() == 0 && !stream_->is_tls())
+      co_await net::post(stream_->get_executor(), net::use_awaitable);
   }
   if (closed_) co_return;
   if (linger) {

@@ -79,6 +79,8 @@ class Worker {
   /// Showback buckets of this worker; the server collects closed minutes.
   ShowbackLedger& showback_ledger() { return ledger_; }
   void Register(Session* s) { sessions_.insert(s); }
+  /// Requests of this worker between their head and their last byte.
+  size_t& requests_in_progress() { return requests_in_progress_; }
   void Unregister(Session* s) { sessions_.erase(s); }
   bool accepting() const { return accepting_; }
   /// A cheap per-worker random number (selection, jitter).
@@ -110,6 +112,7 @@ class Worker {
   absl::flat_hash_set<Session*> sessions_;
   std::unique_ptr<net::steady_timer> housekeeping_ = std::make_unique<net::steady_timer>(*ioc_);
   bool accepting_ = true;
+  size_t requests_in_progress_ = 0;
   uint64_t rng_state_;
 };
 
