@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <new>
 #include <type_traits>
+#include <utility>
 
 namespace geogate::gateway {
 
@@ -51,5 +53,28 @@ class PooledAllocator {
     return true;
   }
 };
+
+/// One object in a pooled block: for large objects that would otherwise
+/// sit in a coroutine frame and push it past Asio's 1 KiB recycling limit.
+template <class T>
+struct PooledDelete {
+  void operator()(T* p) const noexcept {
+    p->~T();
+    block_cache::Deallocate(p, sizeof(T));
+  }
+};
+template <class T>
+using PooledPtr = std::unique_ptr<T, PooledDelete<T>>;
+
+template <class T, class... Args>
+PooledPtr<T> MakePooled(Args&&... args) {
+  void* mem = block_cache::Allocate(sizeof(T));
+  try {
+    return PooledPtr<T>(new (mem) T(std::forward<Args>(args)...));
+  } catch (...) {
+    block_cache::Deallocate(mem, sizeof(T));
+    throw;
+  }
+}
 
 }  // namespace geogate::gateway

@@ -212,6 +212,8 @@ class ProxyCall {
   net::awaitable<bool> FailAll(const AttemptResult& last);
   net::awaitable<bool> Fail(ErrorKind kind, std::string_view message, int retry_after = -1);
   void ReportFailure(size_t backend, FailureReason reason);
+  // Not inline in Relay: its locals would grow Relay's coroutine frame.
+  void AddClientHeaders(const Fields& upstream, const config::Backend& b, ResponseHead& head);
   void AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds);
   size_t DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
                        boost::system::error_code& ec);
@@ -239,6 +241,14 @@ net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, i
   ctx_.status = spec.status;
   ctx_.error_code = spec.code;
   co_return co_await ctx_.session.SendError(&ctx_.req, kind, message, ctx_.request_id, retry_after);
+}
+
+void ProxyCall::AddClientHeaders(const Fields& upstream, const config::Backend& b,
+                                 ResponseHead& head) {
+  ResponseTags tags{
+      ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name, ctx_.request_id,
+      ctx_.cfg.gateway.residency_header ? ctx_.residency.RuleLabel(ctx_.cfg) : std::string_view()};
+  PrepareClientResponseHeaders(upstream, head, tags);
 }
 
 void ProxyCall::ReportFailure(size_t backend, FailureReason reason) {
@@ -399,7 +409,10 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
 
   UpstreamConnPtr conn = worker_.pool().TakeIdle(b.state_key(), t0, up_cfg_.pool_idle_timeout);
   bool reused = conn != nullptr;
-  std::optional<ResponseParser> parser;
+  // Not in this frame: 272 bytes more made it 1056, past what Asio
+  // recycles, so every attempt cost a malloc large enough to make glibc
+  // consolidate its fast bins.
+  PooledPtr<ResponseParser> parser;
   for (;;) {
     if (!conn) {
       auto budget = Remaining(deadline);
@@ -418,7 +431,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     }
     conn->uses++;
     watch_.Target(&conn->stream.lowest());
-    parser.emplace();
+    parser = MakePooled<ResponseParser>();
     parser->body_limit(boost::none);
     parser->header_limit(64 * 1024);
     // Until the first body byte: the first-token deadline, and a backend the
@@ -547,10 +560,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   // (chunked): a Content-Length body is relayed byte for byte.
   SseObserver observer(sse, ctx_.include_usage || !chunked);
   ResponseHead head(upstream_head.result_int(), upstream_head.reason(), ctx_.req.version());
-  ResponseTags tags{
-      ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name, ctx_.request_id,
-      ctx_.cfg.gateway.residency_header ? ctx_.residency.RuleLabel(ctx_.cfg) : std::string_view()};
-  PrepareClientResponseHeaders(upstream_head.base(), head, tags);
+  AddClientHeaders(upstream_head.base(), b, head);
   head.SetFraming(length, chunked, keep_alive);
   if (sse) shared_.active_streams.fetch_add(1, std::memory_order_relaxed);
   struct StreamCount {
