@@ -442,11 +442,6 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     wd_.Guard(&conn->stream.lowest(), Clock::now() + ttft_budget);
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
     boost::system::error_code ec = co_await Send(conn->stream, request, /*guard_idle=*/false);
-    // As between a client's requests: the answer cannot be there yet, and
-    // a read tried now costs a system call that finds nothing. Other
-    // requests' handlers run first while there are any.
-    if (!ec && worker_.requests_in_progress() > 1 && !conn->stream.is_tls())
-      co_await net::post(worker_.ioc().get_executor(), net::use_awaitable);
     if (!ec) {
       auto [rec, rn] =
           co_await http::async_read_header(conn->stream, conn->buffer, *parser, kUseTuple);
