@@ -88,13 +88,23 @@ TEST_CASE("watchdog: a disarmed deadline closes nothing", "[watchdog]") {
   CHECK(stream.socket().is_open());
 }
 
-TEST_CASE("watchdog: a backend leaving rotation abandons the guarded stream", "[watchdog]") {
+namespace {
+// An open stream guarded by a Watchdog that polls a healthy backend.
+struct PolledStream {
+  PolledStream() {
+    stream.socket().open(boost::asio::ip::tcp::v4());
+    backend.state = geogate::health::HealthState::kHealthy;
+  }
   boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.socket().open(boost::asio::ip::tcp::v4());
-  geogate::health::BackendState backend("b");
-  backend.state = geogate::health::HealthState::kHealthy;
-  Watchdog wd(ioc);
+  beast::tcp_stream stream{ioc};
+  geogate::health::BackendState backend{"b"};
+  Watchdog wd{ioc};
+};
+}  // namespace
+
+TEST_CASE("watchdog: a backend leaving rotation abandons the guarded stream", "[watchdog]") {
+  PolledStream f;
+  auto& [ioc, stream, backend, wd] = f;
   wd.PollHealth(&backend, 2ms);
   wd.Guard(&stream, WatchdogClock::now() + 10s);
   ioc.run_for(20ms);  // healthy: polls, keeps the stream
@@ -109,12 +119,8 @@ TEST_CASE("watchdog: a backend leaving rotation abandons the guarded stream", "[
 }
 
 TEST_CASE("watchdog: each poll that finds the backend routable runs the poll hook", "[watchdog]") {
-  boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.socket().open(boost::asio::ip::tcp::v4());
-  geogate::health::BackendState backend("b");
-  backend.state = geogate::health::HealthState::kHealthy;
-  Watchdog wd(ioc);
+  PolledStream f;
+  auto& [ioc, stream, backend, wd] = f;
   int polls = 0;
   wd.PollHealth(&backend, 2ms, [&] { ++polls; });
   wd.Guard(&stream, WatchdogClock::now() + 10s);
