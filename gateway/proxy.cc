@@ -232,6 +232,10 @@ class ProxyCall {
   std::string up_head_;  // request line, this attempt's Host and key, up_fields_, length
   std::string original_target_;
   health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
+  // When the committed attempt's request went to the backend: the GPU works
+  // for the request from then on (prefill, then decode), so showback's
+  // stream wall time starts here, not at the first response byte.
+  Clock::time_point sent_at_{};
   BufferPool::Lease relay_lease_;
   char* const relay_buf_;
 };
@@ -439,7 +443,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline));
     wd_.Disarm();
     wd_.PollHealth(&state, kHealthWatchPeriod, [this] { watch_.Start(); });
-    wd_.Guard(&conn->stream.lowest(), Clock::now() + ttft_budget);
+    sent_at_ = Clock::now();
+    wd_.Guard(&conn->stream.lowest(), sent_at_ + ttft_budget);
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
     boost::system::error_code ec = co_await Send(conn->stream, request, /*guard_idle=*/false);
     if (!ec) {
@@ -566,7 +571,6 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     }
   } stream_count{shared_, sse};
 
-  auto stream_start = Clock::now();
   if (!co_await WriteToClient(std::string_view(relay_buf_, first), &head, chunked, observer)) {
     r.keep_alive = false;
     r.client_gone = true;
@@ -614,7 +618,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
         ctx_.session.Close();
       }
       AccountTokens(backend, observer,
-                    std::chrono::duration<double>(Clock::now() - stream_start).count());
+                    std::chrono::duration<double>(Clock::now() - sent_at_).count());
       co_return r;
     }
     if (got == 0) continue;
@@ -623,7 +627,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       r.keep_alive = false;
       r.client_gone = true;
       AccountTokens(backend, observer,
-                    std::chrono::duration<double>(Clock::now() - stream_start).count());
+                    std::chrono::duration<double>(Clock::now() - sent_at_).count());
       co_return r;
     }
   }
@@ -640,8 +644,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     if (ec) keep_alive = false;
   }
   wd_.Disarm();
-  AccountTokens(backend, observer,
-                std::chrono::duration<double>(Clock::now() - stream_start).count());
+  AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - sent_at_).count());
   upstream_reusable = parser.keep_alive();
   r.keep_alive = keep_alive;
   co_return r;
