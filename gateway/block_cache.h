@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <new>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -53,6 +54,11 @@ class PooledAllocator {
     return true;
   }
 };
+
+/// A string whose buffer comes from the block cache: for the per-request
+/// texts that outgrow the small-string buffer (a response head, ids). Up to
+/// 511 characters stay in a cached block.
+using PooledString = std::basic_string<char, std::char_traits<char>, PooledAllocator<char>>;
 
 /// One object in a pooled block: for large objects that would otherwise
 /// sit in a coroutine frame and push it past Asio's 1 KiB recycling limit.

@@ -1,5 +1,6 @@
 #include "gateway/headers.h"
 
+#include <charconv>
 #include <random>
 #include <type_traits>
 
@@ -45,7 +46,11 @@ bool IsHopByHop(std::string_view name, std::string_view connection_value) {
 template <class Out>
 void PrepareUpstreamHeaders(const Fields& in, Out& out, const ForwardInfo& fwd) {
   std::string_view connection = in[http::field::connection];
-  std::string xff;
+  // Per thread and reused: a fresh string here was a heap allocation for
+  // every proxied request (the peer address alone outgrows SSO once a
+  // client's own X-Forwarded-For is joined to it).
+  thread_local std::string xff;
+  xff.clear();
   for (const auto& f : in) {
     std::string_view name = f.name_string();
     switch (f.name()) {
@@ -79,14 +84,15 @@ template <class Out>
 void SetBackendHeaders(Out& out, const config::Backend& backend) {
   bool default_port = (backend.tls && backend.port == 443) || (!backend.tls && backend.port == 80);
   bool v6 = backend.host.find(':') != std::string::npos;
-  std::string host;
-  host.reserve(backend.host.size() + 8);
+  thread_local std::string host;  // reused, as xff above
+  host.clear();
   if (v6) host += '[';
   host += backend.host;
   if (v6) host += ']';
   if (!default_port) {
     host += ':';
-    host += std::to_string(backend.port);
+    char port[8];
+    host.append(port, std::to_chars(port, port + sizeof port, backend.port).ptr);
   }
   out.set(http::field::host, host);
   if (!backend.api_key.empty())
@@ -119,10 +125,10 @@ template void SetBackendHeaders(HeaderText&, const config::Backend&);
 template void PrepareClientResponseHeaders(const Fields&, http::fields&, const ResponseTags&);
 template void PrepareClientResponseHeaders(const Fields&, ResponseHead&, const ResponseTags&);
 
-std::string NewRequestId() {
+GeneratedRequestId NewRequestId() {
   thread_local std::mt19937_64 gen{std::random_device{}()};
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string id(32, '0');
+  GeneratedRequestId id;
   uint64_t a = gen(), b = gen();
   for (int i = 0; i < 16; ++i) {
     id[i] = kHex[(a >> (i * 4)) & 0xF];

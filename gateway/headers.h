@@ -4,6 +4,7 @@
 // generated.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -35,7 +36,7 @@ bool IsHopByHop(std::string_view name, std::string_view connection_value);
 /// is added twice.
 class HeaderText {
  public:
-  explicit HeaderText(std::string& out) : out_(out) {}
+  explicit HeaderText(PooledString& out) : out_(out) {}
   void insert(std::string_view name, std::string_view value) {
     out_.append(name).append(": ").append(value).append("\r\n");
   }
@@ -43,7 +44,7 @@ class HeaderText {
   void set(http::field f, std::string_view value) { insert(http::to_string(f), value); }
 
  private:
-  std::string& out_;
+  PooledString& out_;
 };
 
 struct ForwardInfo {
@@ -80,8 +81,10 @@ template <class Out>
 void PrepareClientResponseHeaders(const Fields& upstream, Out& out, const ResponseTags& tags);
 
 /// A request id that is unique enough for logs: 32 hex characters from a
-/// per-thread generator seeded from the OS.
-std::string NewRequestId();
+/// per-thread generator seeded from the OS (by value, no heap: it is made
+/// for every request that comes without one).
+using GeneratedRequestId = std::array<char, 32>;
+GeneratedRequestId NewRequestId();
 
 /// Client-supplied x-request-id is kept when it is short and printable.
 bool IsAcceptableRequestId(std::string_view id);

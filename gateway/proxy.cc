@@ -17,6 +17,7 @@
 #include <boost/beast/http/read.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "gateway/block_cache.h"
 #include "gateway/headers.h"
 #include "gateway/response_head.h"
 #include "gateway/showback_record.h"
@@ -91,10 +92,9 @@ class InflightGuard {
 // answers that come at once never need it.
 class DisconnectWatch {
  public:
-  explicit DisconnectWatch(net::ip::tcp::socket& client) : state_(std::make_shared<State>()) {
-    state_->client = &client;
-  }
+  explicit DisconnectWatch(net::ip::tcp::socket& client) : client_(&client) {}
   ~DisconnectWatch() {
+    if (!state_) return;  // never started: nothing was queued
     state_->active = false;
     state_->target = nullptr;
     // A wait left pending would make the session's next read the second
@@ -109,22 +109,28 @@ class DisconnectWatch {
   DisconnectWatch(const DisconnectWatch&) = delete;
   DisconnectWatch& operator=(const DisconnectWatch&) = delete;
 
-  /// Starts watching (once; later calls do nothing).
+  /// Starts watching (once; later calls do nothing). The state shared with
+  /// the pending receive is made here, so a request answered at once costs
+  /// no allocation for it.
   void Start() {
-    if (state_->started) return;
-    state_->started = true;
+    if (state_) return;
+    state_ = std::allocate_shared<State>(PooledAllocator<State>());
+    state_->client = client_;
+    state_->target = target_;
     Arm(state_);
   }
   /// The upstream connection to close when the client disappears.
-  void Target(beast::tcp_stream* upstream) { state_->target = upstream; }
-  bool gone() const { return state_->gone; }
+  void Target(beast::tcp_stream* upstream) {
+    target_ = upstream;
+    if (state_) state_->target = upstream;
+  }
+  bool gone() const { return state_ && state_->gone; }
 
  private:
   struct State {
     net::ip::tcp::socket* client = nullptr;
     beast::tcp_stream* target = nullptr;
     bool active = true;
-    bool started = false;
     bool gone = false;
     bool waiting = false;
     char peek = 0;
@@ -151,7 +157,9 @@ class DisconnectWatch {
         });
   }
 
-  std::shared_ptr<State> state_;
+  net::ip::tcp::socket* client_;
+  beast::tcp_stream* target_ = nullptr;
+  std::shared_ptr<State> state_;  // null until Start()
 };
 
 struct AttemptResult {
@@ -226,11 +234,13 @@ class ProxyCall {
   ServerShared& shared_;
   const config::Upstream& up_cfg_;
   DisconnectWatch watch_;
-  Watchdog& wd_;           // the session's: deadlines of every read and write below
-  std::string up_fields_;  // the forwarded fields every attempt sends (Host, key excluded)
+  Watchdog& wd_;  // the session's: deadlines of every read and write below
+  // Both from the block cache: with reserve() below they fit its 256- and
+  // 512-byte classes for ordinary heads, instead of two mallocs per request.
+  PooledString up_fields_;  // the forwarded fields every attempt sends (Host, key excluded)
   std::string up_body_;
-  std::string up_head_;  // request line, this attempt's Host and key, up_fields_, length
-  std::string original_target_;
+  PooledString up_head_;  // request line, this attempt's Host and key, up_fields_, length
+  std::string_view original_target_;            // in ctx_.req, which outlives the call
   health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
   // When the committed attempt's request went to the backend: the GPU works
   // for the request from then on (prefill, then decode), so showback's
@@ -281,7 +291,7 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
     }
   }
   worker_.metrics().selections.Add({d.why});  // why the winner won, or the outcome
-  ctx_.route_reason = d.reason;
+  ctx_.route_reason = std::move(d.reason);
   switch (d.outcome) {
     case routing::Outcome::kRoute:
       co_return true;
@@ -308,14 +318,14 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
 }
 
 void ProxyCall::BuildUpstreamRequest() {
-  original_target_ = std::string(ctx_.req.target());
+  original_target_ = ctx_.req.target();
   ForwardInfo fwd;
   std::string peer = ctx_.session.proxy_source() ? ctx_.session.proxy_source()->ToString()
                                                  : ctx_.session.peer().ToString();
   fwd.peer_ip = peer;
   fwd.client_tls = ctx_.session.tls();
   fwd.request_id = ctx_.request_id;
-  up_fields_.reserve(512);
+  up_fields_.reserve(255);
   HeaderText fields(up_fields_);
   PrepareUpstreamHeaders(ctx_.req.base(), fields, fwd);
   // The usage chunk is requested for accounting when the client did not ask
@@ -411,7 +421,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
 
   BuildAttemptHead(b);
 
-  UpstreamConnPtr conn = worker_.pool().TakeIdle(b.state_key(), t0, up_cfg_.pool_idle_timeout);
+  UpstreamConnPtr conn = worker_.pool().TakeIdle(b, t0, up_cfg_.pool_idle_timeout);
   bool reused = conn != nullptr;
   // Not in this frame: 272 bytes more made it 1056, past what Asio
   // recycles, so every attempt cost a malloc large enough to make glibc
@@ -780,7 +790,7 @@ void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double str
 net::awaitable<bool> ProxyRequest(RequestContext& ctx, const RequestBody& body) {
   // Off the session's coroutine frame, so idle connections stay small; the
   // relay buffer inside comes from the worker's pool.
-  auto call = std::make_unique<ProxyCall>(ctx, body);
+  auto call = MakePooled<ProxyCall>(ctx, body);
   co_return co_await call->Run();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/block_cache.h"
 #include "gateway/session.h"
 #include "health/time_source.h"
 #include "routing/geo_resolver.h"
@@ -29,9 +30,9 @@ struct RequestContext {
   const config::Snapshot& cfg;
   Request& req;
   health::MonotonicTime start = std::chrono::steady_clock::now();
-  std::string request_id;
-  std::string_view path;  // target without the query
-  uint64_t bytes_in = 0;  // request body size (the body itself moves upstream)
+  PooledString request_id;  // 32 characters, or the client's (up to 128)
+  std::string_view path;    // target without the query
+  uint64_t bytes_in = 0;    // request body size (the body itself moves upstream)
 
   // ---- who ------------------------------------------------------------------
   routing::IpAddr client_ip;

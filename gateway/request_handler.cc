@@ -280,7 +280,12 @@ void Log(RequestContext& ctx) {
 net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned, Request& req) {
   RequestContext ctx(session, pinned, req);
   std::string_view rid = req["x-request-id"];
-  ctx.request_id = IsAcceptableRequestId(rid) ? std::string(rid) : NewRequestId();
+  if (IsAcceptableRequestId(rid)) {
+    ctx.request_id.assign(rid);
+  } else {
+    GeneratedRequestId id = NewRequestId();
+    ctx.request_id.assign(id.data(), id.size());
+  }
   std::string_view target = req.target();
   ctx.path = target.substr(0, target.find('?'));
   ctx.bytes_in = req.body().size();

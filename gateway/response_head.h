@@ -11,6 +11,8 @@
 
 #include <boost/beast/http/field.hpp>
 
+#include "gateway/block_cache.h"
+
 namespace geogate::gateway {
 
 namespace http = boost::beast::http;
@@ -31,11 +33,11 @@ class ResponseHead {
   /// client's HTTP version. Ends the head: call it last, once.
   void SetFraming(std::optional<uint64_t> length, bool chunked, bool keep_alive);
   /// The serialised head, ending with the blank line.
-  const std::string& text() const { return text_; }
+  std::string_view text() const { return text_; }
 
  private:
   unsigned version_;
-  std::string text_;
+  PooledString text_;  // a cached 512-byte block, not a malloc per response
 };
 
 }  // namespace geogate::gateway

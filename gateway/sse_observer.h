@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/block_cache.h"
+
 namespace geogate::gateway {
 
 class SseObserver {
@@ -34,9 +36,7 @@ class SseObserver {
 
   int64_t prompt_tokens() const { return prompt_tokens_; }
   /// From usage when reported, else the number of content events.
-  int64_t completion_tokens() const {
-    return usage_seen_ ? completion_tokens_ : content_events_;
-  }
+  int64_t completion_tokens() const { return usage_seen_ ? completion_tokens_ : content_events_; }
   bool estimated() const { return !usage_seen_; }
   bool usage_seen() const { return usage_seen_; }
   int64_t content_events() const { return content_events_; }
@@ -56,7 +56,9 @@ class SseObserver {
   bool strip_usage_;
   std::string tail_;  // unfinished event (copy), for scanning and, when stripping, sending
   std::string out_;
-  std::string json_body_;  // non-SSE bodies, for the usage object at the end
+  // Non-SSE bodies, for the usage object at the end; from the block cache,
+  // since every non-streamed answer fills one (up to 511 bytes stay there).
+  PooledString json_body_;
   bool json_overflow_ = false;
   bool usage_seen_ = false;
   int64_t prompt_tokens_ = -1;

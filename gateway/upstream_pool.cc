@@ -11,6 +11,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
 
+#include "absl/strings/string_view.h"
+
 namespace geogate::gateway {
 
 using health::FailureReason;
@@ -50,9 +52,17 @@ UpstreamPool::~UpstreamPool() {
   Clear();
 }
 
-UpstreamConnPtr UpstreamPool::TakeIdle(const std::string& key, health::MonotonicTime now,
+UpstreamConnPtr UpstreamPool::TakeIdle(const config::Backend& backend, health::MonotonicTime now,
                                        health::Millis idle_timeout) {
-  auto it = idle_.find(key);
+  // Backend::state_key(), without a new string each time.
+  key_scratch_.assign(backend.name).append(1, '\n').append(backend.url);
+  return TakeIdle(std::string_view(key_scratch_), now, idle_timeout);
+}
+
+UpstreamConnPtr UpstreamPool::TakeIdle(std::string_view key, health::MonotonicTime now,
+                                       health::Millis idle_timeout) {
+  // absl::string_view: this abseil build does not alias std::string_view.
+  auto it = idle_.find(absl::string_view(key.data(), key.size()));
   if (it == idle_.end()) return nullptr;
   auto& list = it->second;
   while (!list.empty()) {

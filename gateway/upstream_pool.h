@@ -53,7 +53,11 @@ class UpstreamPool {
   ~UpstreamPool();
 
   /// An idle connection to `key` that the backend has not closed, or null.
-  UpstreamConnPtr TakeIdle(const std::string& key, health::MonotonicTime now,
+  UpstreamConnPtr TakeIdle(std::string_view key, health::MonotonicTime now,
+                           health::Millis idle_timeout);
+  /// The same for `backend`'s state key, built in a buffer the pool keeps
+  /// (the key is a concatenation; one per request was a heap allocation).
+  UpstreamConnPtr TakeIdle(const config::Backend& backend, health::MonotonicTime now,
                            health::Millis idle_timeout);
   /// Returns a connection whose last response was read completely.
   void Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle);
@@ -71,6 +75,7 @@ class UpstreamPool {
                                                               boost::system::error_code& ec);
   net::io_context& ioc_;
   absl::flat_hash_map<std::string, std::vector<UpstreamConnPtr>> idle_;
+  std::string key_scratch_;
   struct Resolved {
     std::vector<net::ip::tcp::endpoint> endpoints;
     health::MonotonicTime at{};

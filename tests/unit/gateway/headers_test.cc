@@ -28,11 +28,11 @@ FieldList ListOf(const F& f) {
 
 // Parses serialised fields back with Beast: what a backend or client sees.
 template <bool isRequest>
-FieldList ParseHead(const std::string& head) {
+FieldList ParseHead(std::string_view head) {
   http::parser<isRequest, http::empty_body> p;
   p.skip(!isRequest);  // a response head without a body to wait for
   boost::system::error_code ec;
-  p.put(boost::asio::buffer(head), ec);
+  p.put(boost::asio::buffer(head.data(), head.size()), ec);
   REQUIRE_FALSE(ec);
   REQUIRE(p.is_header_done());
   return ListOf(p.get().base());
@@ -144,7 +144,7 @@ TEST_CASE("headers as text: the same fields as the Beast container, none twice",
   http::fields as_fields;
   PrepareUpstreamHeaders(ClientRequestFields(), as_fields, fwd);
   SetBackendHeaders(as_fields, b);
-  std::string text = "POST /v1/chat/completions HTTP/1.1\r\n";
+  PooledString text = "POST /v1/chat/completions HTTP/1.1\r\n";
   HeaderText sink(text);
   SetBackendHeaders(sink, b);
   PrepareUpstreamHeaders(ClientRequestFields(), sink, fwd);
@@ -169,7 +169,8 @@ TEST_CASE("headers as text: the same fields as the Beast container, none twice",
 }
 
 TEST_CASE("request ids: generated ones are unique hex, client ones validated", "[headers]") {
-  std::string a = NewRequestId(), b = NewRequestId();
+  GeneratedRequestId ia = NewRequestId(), ib = NewRequestId();
+  std::string a(ia.begin(), ia.end()), b(ib.begin(), ib.end());
   CHECK(a.size() == 32);
   CHECK(a != b);
   CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
