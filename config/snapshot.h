@@ -175,7 +175,13 @@ struct Backend {
   bool tls_verify = true;
   /// Identity for state that survives reloads: a backend that keeps its name
   /// but changes its URL is a new backend with fresh health (DESIGN.md §7).
-  std::string state_key() const { return name + '\n' + url; }
+  std::string state_key() const {
+    std::string key;
+    AppendStateKey(key);
+    return key;
+  }
+  /// The same key appended to `out`, for hot paths that reuse a buffer.
+  void AppendStateKey(std::string& out) const { out.append(name).append(1, '\n').append(url); }
 };
 
 struct Model {

@@ -7,7 +7,7 @@ namespace geogate::gateway::block_cache {
 
 namespace {
 
-constexpr std::array<std::size_t, 4> kClassBytes{64, 128, 256, 512};
+constexpr std::array<std::size_t, 4> kClassBytes{64, 128, 256, kLargestBlock};
 
 int ClassOf(std::size_t bytes) {
   for (size_t c = 0; c < kClassBytes.size(); ++c)

@@ -23,7 +23,8 @@ namespace geogate::gateway {
 
 namespace block_cache {
 
-inline constexpr std::size_t kMaxCached = 256;  // per size class and thread
+inline constexpr std::size_t kMaxCached = 256;     // per size class and thread
+inline constexpr std::size_t kLargestBlock = 512;  // larger requests go to operator new
 
 /// At least `bytes`, aligned for any fundamental type.
 void* Allocate(std::size_t bytes);
@@ -57,8 +58,9 @@ class PooledAllocator {
 
 /// A string whose buffer comes from the block cache: for the per-request
 /// texts that outgrow the small-string buffer (a response head, ids). Up to
-/// 511 characters stay in a cached block.
+/// kPooledStringMax characters (a block with the terminator) stay cached.
 using PooledString = std::basic_string<char, std::char_traits<char>, PooledAllocator<char>>;
+inline constexpr std::size_t kPooledStringMax = block_cache::kLargestBlock - 1;
 
 /// One object in a pooled block: for large objects that would otherwise
 /// sit in a coroutine frame and push it past Asio's 1 KiB recycling limit.

@@ -325,7 +325,7 @@ void ProxyCall::BuildUpstreamRequest() {
   fwd.peer_ip = peer;
   fwd.client_tls = ctx_.session.tls();
   fwd.request_id = ctx_.request_id;
-  up_fields_.reserve(255);
+  up_fields_.reserve(kPooledStringMax / 2);  // a 256-byte block; grows into a 512-byte one
   HeaderText fields(up_fields_);
   PrepareUpstreamHeaders(ctx_.req.base(), fields, fwd);
   // The usage chunk is requested for accounting when the client did not ask

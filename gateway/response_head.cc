@@ -8,7 +8,7 @@ namespace geogate::gateway {
 
 ResponseHead::ResponseHead(unsigned status, std::string_view reason, unsigned version)
     : version_(version) {
-  text_.reserve(511);  // with its terminator, the block cache's largest class
+  text_.reserve(kPooledStringMax);
   text_ += version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ";
   char num[16];
   auto [end, ec] = std::to_chars(num, num + sizeof num, status);

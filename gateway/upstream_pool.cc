@@ -54,8 +54,8 @@ UpstreamPool::~UpstreamPool() {
 
 UpstreamConnPtr UpstreamPool::TakeIdle(const config::Backend& backend, health::MonotonicTime now,
                                        health::Millis idle_timeout) {
-  // Backend::state_key(), without a new string each time.
-  key_scratch_.assign(backend.name).append(1, '\n').append(backend.url);
+  key_scratch_.clear();
+  backend.AppendStateKey(key_scratch_);
   return TakeIdle(std::string_view(key_scratch_), now, idle_timeout);
 }
 

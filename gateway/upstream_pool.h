@@ -52,11 +52,9 @@ class UpstreamPool {
   explicit UpstreamPool(net::io_context& ioc) : ioc_(ioc) {}
   ~UpstreamPool();
 
-  /// An idle connection to `key` that the backend has not closed, or null.
-  UpstreamConnPtr TakeIdle(std::string_view key, health::MonotonicTime now,
-                           health::Millis idle_timeout);
-  /// The same for `backend`'s state key, built in a buffer the pool keeps
-  /// (the key is a concatenation; one per request was a heap allocation).
+  /// An idle connection to `backend` (by its state key, built in a buffer
+  /// the pool keeps rather than a new string per request) that the backend
+  /// has not closed, or null.
   UpstreamConnPtr TakeIdle(const config::Backend& backend, health::MonotonicTime now,
                            health::Millis idle_timeout);
   /// Returns a connection whose last response was read completely.
@@ -71,6 +69,8 @@ class UpstreamPool {
   size_t idle_count() const;
 
  private:
+  UpstreamConnPtr TakeIdle(std::string_view key, health::MonotonicTime now,
+                           health::Millis idle_timeout);
   net::awaitable<std::vector<net::ip::tcp::endpoint>> Resolve(const config::Backend& backend,
                                                               boost::system::error_code& ec);
   net::io_context& ioc_;
