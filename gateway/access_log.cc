@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -17,31 +19,53 @@ namespace {
 
 constexpr size_t kMaxQueuedBytes = 64 * 1024 * 1024;
 
+// "2026-11-30T22:55:04.123Z". The text up to the seconds changes once a
+// second, so each thread keeps it for the current second: gmtime_r takes
+// glibc's time-zone lock and snprintf parses its format, both per request
+// in the profile before.
 void AppendTimestamp(std::string& out, int64_t unix_ms) {
-  time_t secs = static_cast<time_t>(unix_ms / 1000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(unix_ms % 1000));
-  out += buf;
+  struct SecondText {
+    int64_t second = INT64_MIN;
+    char text[48];
+    size_t size = 0;
+  };
+  thread_local SecondText cached;
+  int64_t second = unix_ms / 1000;
+  int64_t ms = unix_ms % 1000;
+  if (ms < 0) {  // floor for times before 1970, as gmtime sees them
+    second -= 1;
+    ms += 1000;
+  }
+  if (second != cached.second) {
+    time_t secs = static_cast<time_t>(second);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    int n = std::snprintf(cached.text, sizeof cached.text, "%04d-%02d-%02dT%02d:%02d:%02d.",
+                          tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                          tm.tm_sec);
+    cached.size = n > 0 ? std::min(static_cast<size_t>(n), sizeof cached.text - 1) : 0;
+    cached.second = second;
+  }
+  out.append(cached.text, cached.size);
+  const char digits[4] = {static_cast<char>('0' + ms / 100), static_cast<char>('0' + ms / 10 % 10),
+                          static_cast<char>('0' + ms % 10), 'Z'};
+  out.append(digits, sizeof digits);
 }
 
-void Key(std::string& out, const char* name) {
+void Key(std::string& out, std::string_view name) {
   out += ",\"";
   out += name;
   out += "\":";
 }
 
-void Field(std::string& out, const char* name, std::string_view v) {
+void Field(std::string& out, std::string_view name, std::string_view v) {
   Key(out, name);
   AppendJsonString(out, v);
 }
 
 // std::to_chars, not snprintf: one line per request, and printf's locale
 // and format parsing showed up in the profile. Same text as "%.<digits>f".
-void Number(std::string& out, const char* name, double v, int digits = 3) {
+void Number(std::string& out, std::string_view name, double v, int digits = 3) {
   Key(out, name);
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, digits);
@@ -52,7 +76,7 @@ void Number(std::string& out, const char* name, double v, int digits = 3) {
   out.append(buf, r.ptr);
 }
 
-void Integer(std::string& out, const char* name, int64_t v) {
+void Integer(std::string& out, std::string_view name, int64_t v) {
   Key(out, name);
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);

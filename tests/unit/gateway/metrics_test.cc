@@ -92,6 +92,27 @@ TEST_CASE("access log lines are one valid JSON object each", "[accesslog]") {
   CHECK(v.at("completion_tokens").as_int64() == 5);
 }
 
+TEST_CASE("access log timestamps follow the clock across seconds and days", "[accesslog]") {
+  // The seconds text is kept per thread for the current second: lines in
+  // the same second, the next one, back in time and across a day must all
+  // be right.
+  auto ts = [](int64_t unix_ms) {
+    AccessRecord r;
+    r.unix_ms = unix_ms;
+    std::string line;
+    FormatAccessRecord(r, line);
+    return std::string(boost::json::parse(line).at("ts").as_string());
+  };
+  CHECK(ts(1700000000123) == "2023-11-14T22:13:20.123Z");
+  CHECK(ts(1700000000999) == "2023-11-14T22:13:20.999Z");
+  CHECK(ts(1700000001000) == "2023-11-14T22:13:21.000Z");
+  CHECK(ts(1700000000007) == "2023-11-14T22:13:20.007Z");
+  CHECK(ts(1700006399050) == "2023-11-14T23:59:59.050Z");
+  CHECK(ts(1700006400050) == "2023-11-15T00:00:00.050Z");
+  CHECK(ts(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(ts(-1) == "1969-12-31T23:59:59.999Z");
+}
+
 TEST_CASE("access log numbers keep their fixed precision", "[accesslog]") {
   AccessRecord r;
   r.status = 429;

@@ -52,6 +52,36 @@ TEST_CASE("error messages are escaped into valid JSON", "[errors]") {
   CHECK(v.at("error").at("message").as_string() == nasty);
 }
 
+TEST_CASE("JSON string escaping round-trips every byte and keeps clean runs whole", "[errors]") {
+  std::string all;
+  for (int c = 1; c < 256; ++c)
+    all.push_back(static_cast<char>(c));
+  all += "\xc3\xa9 UTF-8 stays as it is";
+  std::string out = "prefix:";
+  AppendJsonString(out, all);
+  REQUIRE(out.rfind("prefix:\"", 0) == 0);
+  // Bytes >= 0x80 are not valid UTF-8 on their own: compare the 7-bit part
+  // through a parser, and the rest byte for byte.
+  std::string ascii(all.begin(), all.begin() + 127);
+  std::string ascii_out;
+  AppendJsonString(ascii_out, ascii);
+  CHECK(json::parse(ascii_out).as_string() == ascii);
+  CHECK(out.find("\\u0001") != std::string::npos);
+  CHECK(out.find("\\u001f") != std::string::npos);
+  CHECK(out.find("\\n") != std::string::npos);
+  CHECK(out.find("\xc3\xa9 UTF-8 stays as it is\"") != std::string::npos);
+
+  std::string plain;
+  AppendJsonString(plain, "eu-west-l4-1");
+  CHECK(plain == "\"eu-west-l4-1\"");
+  std::string empty;
+  AppendJsonString(empty, "");
+  CHECK(empty == "\"\"");
+  std::string edges;
+  AppendJsonString(edges, "\"a\\");
+  CHECK(edges == R"("\"a\\")");
+}
+
 TEST_CASE("the mid-stream error event is one SSE data event with stream_interrupted", "[errors]") {
   std::string ev = StreamErrorEvent("backend died");
   REQUIRE(ev.rfind("data: ", 0) == 0);
