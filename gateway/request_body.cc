@@ -1,61 +1,110 @@
 #include "gateway/request_body.h"
 
+#include <array>
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+
+#include "gateway/json_members.h"
 
 namespace geogate::gateway {
 
 namespace json = boost::json;
 
+namespace {
+
+enum Member : size_t { kModel, kStream, kStreamOptions, kIncludeUsage };
+constexpr std::array<JsonMemberPath, 4> kMembers = {{
+    {"", "model"},
+    {"", "stream"},
+    {"", "stream_options"},
+    {"stream_options", "include_usage"},
+}};
+
+}  // namespace
+
 RequestBody RequestBody::Parse(std::string_view body, json::storage_ptr storage) {
-  RequestBody out(storage);  // doc_ in `storage`, so the parse result moves in without a copy
+  RequestBody out(body, std::move(storage));
+  BodyFacts& f = out.facts_;
+  // Each member is reported every time it appears; the last one counts, as
+  // in the document Rewrite builds and in the backends' JSON parsers.
+  bool has_model = false, model_is_string = false;
+  f.model.clear();
   boost::system::error_code ec;
-  out.doc_ = json::parse(json::string_view(body.data(), body.size()), ec, std::move(storage));
-  if (ec) {
+  JsonTopLevel top = ReadJsonMembers(
+      body, kMembers,
+      [&](size_t member, const JsonMemberValue& v) {
+        bool is_bool = v.kind == JsonMemberValue::Kind::kBool;
+        switch (member) {
+          case kModel:
+            has_model = true;
+            model_is_string = v.kind == JsonMemberValue::Kind::kString;
+            if (model_is_string) f.model.assign(v.text);
+            break;
+          case kStream:
+            f.stream = is_bool && v.boolean;
+            break;
+          case kStreamOptions:  // a new stream_options replaces the old one
+            out.has_stream_options_ = true;
+            f.include_usage = false;
+            break;
+          case kIncludeUsage:
+            f.include_usage = is_bool && v.boolean;
+            break;
+        }
+      },
+      ec);
+  if (top == JsonTopLevel::kInvalid) {
+    out.facts_ = BodyFacts{};
     out.facts_.status = BodyFacts::Status::kInvalidJson;
     out.facts_.error = "request body is not valid JSON: " + ec.message();
     return out;
   }
-  const json::object* obj = out.doc_.if_object();
-  if (obj == nullptr) {
+  if (top == JsonTopLevel::kNotObject) {
+    out.facts_ = BodyFacts{};
     out.facts_.status = BodyFacts::Status::kNotObject;
     out.facts_.error = "request body must be a JSON object";
     return out;
   }
-  const json::value* model = obj->if_contains("model");
-  if (model == nullptr || !model->is_string() || model->get_string().empty()) {
-    out.facts_.status = BodyFacts::Status::kMissingModel;
-    out.facts_.error = model == nullptr ? "you must provide a model parameter"
-                                        : "'model' must be a non-empty string";
-    return out;
-  }
-  out.facts_.model.assign(model->get_string().data(), model->get_string().size());
-  if (const json::value* s = obj->if_contains("stream"); s != nullptr && s->is_bool())
-    out.facts_.stream = s->get_bool();
-  if (const json::value* so = obj->if_contains("stream_options");
-      so != nullptr && so->is_object()) {
-    if (const json::value* iu = so->get_object().if_contains("include_usage");
-        iu != nullptr && iu->is_bool())
-      out.facts_.include_usage = iu->get_bool();
+  if (!has_model || !model_is_string || f.model.empty()) {
+    f.status = BodyFacts::Status::kMissingModel;
+    f.error =
+        !has_model ? "you must provide a model parameter" : "'model' must be a non-empty string";
   }
   return out;
 }
 
 std::optional<std::string> RequestBody::Rewrite(std::string_view canonical_model,
                                                 bool request_usage) const {
-  const json::object* obj = doc_.if_object();
-  if (obj == nullptr) return std::nullopt;
+  if (facts_.status != BodyFacts::Status::kOk) return std::nullopt;
   bool rename = facts_.model != canonical_model;
   bool add_usage = request_usage && facts_.stream && !facts_.include_usage;
   if (!rename && !add_usage) return std::nullopt;
-  json::object copy = *obj;
-  if (rename) copy["model"] = json::string(canonical_model.data(), canonical_model.size());
+  if (!rename && !has_stream_options_) {
+    // The common streamed case: one member to add, spliced in before the
+    // object's closing brace (the body is a valid object with a model,
+    // so it ends in '}' and the new member follows another one).
+    size_t close = body_.find_last_not_of(" \t\r\n");
+    std::string out;
+    out.reserve(body_.size() + 40);
+    out.append(body_.substr(0, close));
+    out += R"(,"stream_options":{"include_usage":true})";
+    out.append(body_.substr(close));
+    return out;
+  }
+  // Otherwise re-serialise a document of the body (aliases, or a
+  // stream_options object to amend).
+  boost::system::error_code ec;
+  json::value doc = json::parse(json::string_view(body_.data(), body_.size()), ec, storage_);
+  json::object* obj = doc.if_object();
+  if (ec || obj == nullptr) return std::nullopt;  // not reached: Parse validated it
+  if (rename) (*obj)["model"] = json::string(canonical_model.data(), canonical_model.size());
   if (add_usage) {
-    json::value& so = copy["stream_options"];
+    json::value& so = (*obj)["stream_options"];
     if (!so.is_object()) so = json::object();
     so.get_object()["include_usage"] = true;
   }
-  return json::serialize(copy);
+  return json::serialize(doc);
 }
 
 }  // namespace geogate::gateway

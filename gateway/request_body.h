@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include <boost/json/value.hpp>
+#include <boost/json/storage_ptr.hpp>
 
 namespace geogate::gateway {
 
@@ -22,24 +22,31 @@ struct BodyFacts {
 
 class RequestBody {
  public:
-  /// Parses `body` (Boost.JSON) and extracts the facts. Never throws. The
-  /// document lives in `storage` (the default heap when null); a
-  /// request-scoped monotonic arena saves the allocation per JSON node.
+  /// Validates `body` and reads the facts without building a document
+  /// (gateway/json_members.h). Never throws. `body` must outlive this
+  /// object: Rewrite reads it again. A document, when Rewrite needs one,
+  /// lives in `storage` (the default heap when null); a request-scoped
+  /// monotonic arena saves the allocation per JSON node.
   static RequestBody Parse(std::string_view body, boost::json::storage_ptr storage = {});
 
   const BodyFacts& facts() const { return facts_; }
 
   /// The body to send upstream: the original bytes when nothing changes,
-  /// else a re-serialised document with `model` set to `canonical_model`
-  /// and, when `request_usage`, `stream_options.include_usage = true`.
+  /// else the body with `model` set to `canonical_model` and, when
+  /// `request_usage`, `stream_options.include_usage = true` (spliced into
+  /// the original bytes when that member is all there is to add, else a
+  /// re-serialised document).
   /// @return nullopt when the original bytes can be forwarded unchanged.
   std::optional<std::string> Rewrite(std::string_view canonical_model, bool request_usage) const;
 
  private:
-  explicit RequestBody(boost::json::storage_ptr storage) : doc_(std::move(storage)) {}
+  RequestBody(std::string_view body, boost::json::storage_ptr storage)
+      : body_(body), storage_(std::move(storage)) {}
 
   BodyFacts facts_;
-  boost::json::value doc_;
+  std::string_view body_;
+  boost::json::storage_ptr storage_;
+  bool has_stream_options_ = false;
 };
 
 }  // namespace geogate::gateway

@@ -1,12 +1,8 @@
 #include "gateway/sse_observer.h"
 
-#include <boost/json/monotonic_resource.hpp>
-#include <boost/json/parser.hpp>
-#include <boost/json/value.hpp>
+#include "gateway/json_members.h"
 
 namespace geogate::gateway {
-
-namespace json = boost::json;
 
 namespace {
 
@@ -49,30 +45,29 @@ std::string_view DataOf(std::string_view event, std::string& scratch) {
 }  // namespace
 
 void SseObserver::ParseUsage(std::string_view text) {
-  // Parsed once per response: the parser's stack and the document live on
-  // this frame's buffers for a typical answer, spilling to the heap only
-  // for a large one.
-  unsigned char parse_stack[1024];
-  unsigned char document[4096];
-  json::monotonic_resource arena(document, sizeof document);
-  json::parser parser(json::storage_ptr(), json::parse_options(), parse_stack);
-  parser.reset(&arena);
+  // Only usage.prompt_tokens and usage.completion_tokens are read, with no
+  // document of the answer built; an invalid text counts nothing.
+  static constexpr JsonMemberPath kUsage[] = {
+      {"usage", "prompt_tokens"}, {"usage", "completion_tokens"}, {"", "usage"}};
+  int64_t found[2] = {-1, -1};
   boost::system::error_code ec;
-  parser.write(text.data(), text.size(), ec);
-  if (ec) return;
-  json::value v = parser.release();
-  if (!v.is_object()) return;
-  const json::value* usage = v.get_object().if_contains("usage");
-  if (usage == nullptr || !usage->is_object()) return;
-  const json::object& u = usage->get_object();
-  auto num = [&](const char* k) -> int64_t {
-    const json::value* x = u.if_contains(k);
-    if (x == nullptr) return -1;
-    if (x->is_int64()) return x->get_int64();
-    if (x->is_uint64()) return static_cast<int64_t>(x->get_uint64());
-    return -1;
-  };
-  int64_t p = num("prompt_tokens"), c = num("completion_tokens");
+  JsonTopLevel top = ReadJsonMembers(
+      text, kUsage,
+      [&](size_t i, const JsonMemberValue& v) {
+        if (i == 2) {  // a repeated usage member replaces the earlier one
+          found[0] = found[1] = -1;
+          return;
+        }
+        if (v.kind == JsonMemberValue::Kind::kInt64)
+          found[i] = v.int64;
+        else if (v.kind == JsonMemberValue::Kind::kUint64)
+          found[i] = static_cast<int64_t>(v.uint64);
+        else
+          found[i] = -1;
+      },
+      ec);
+  if (top != JsonTopLevel::kObject) return;
+  int64_t p = found[0], c = found[1];
   if (p >= 0) prompt_tokens_ = p;
   if (c >= 0) completion_tokens_ = c;
   usage_seen_ = usage_seen_ || p >= 0 || c >= 0;

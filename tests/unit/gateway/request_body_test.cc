@@ -67,6 +67,47 @@ TEST_CASE("rewrite: alias to canonical name and usage injection", "[body]") {
   CHECK(kv.at("stream_options").at("include_usage").as_bool());
 }
 
+TEST_CASE("rewrite: usage request spliced into the original bytes", "[body]") {
+  // Only include_usage to add: the body keeps its bytes, member order and
+  // spacing; the new member goes before the closing brace.
+  std::string text = "{\"model\": \"m\", \"stream\": true, \"temperature\": 1e-1}\r\n";
+  auto out = RequestBody::Parse(text).Rewrite("m", true);
+  REQUIRE(out.has_value());
+  CHECK(*out ==
+        "{\"model\": \"m\", \"stream\": true, \"temperature\": 1e-1"
+        ",\"stream_options\":{\"include_usage\":true}}\r\n");
+  json::value v = json::parse(*out);
+  CHECK(v.at("stream_options").at("include_usage").as_bool());
+
+  // include_usage:false, or a stream_options that is not an object, is
+  // amended in a document instead: the result has exactly one member.
+  for (const char* body :
+       {R"({"model":"m","stream":true,"stream_options":{"include_usage":false}})",
+        R"({"model":"m","stream":true,"stream_options":null})"}) {
+    auto amended = RequestBody::Parse(body).Rewrite("m", true);
+    REQUIRE(amended.has_value());
+    CHECK(json::parse(*amended).at("stream_options").at("include_usage").as_bool());
+    CHECK(amended->find("stream_options") == amended->rfind("stream_options"));
+  }
+}
+
+TEST_CASE("body facts: a repeated member counts as its last occurrence", "[body]") {
+  // The document Rewrite builds and Python's json keep the last one too,
+  // so the model routed on is the model the backend sees.
+  auto b = RequestBody::Parse(R"({"model":"a","stream":true,"model":"b","stream":false})");
+  REQUIRE(b.facts().status == BodyFacts::Status::kOk);
+  CHECK(b.facts().model == "b");
+  CHECK_FALSE(b.facts().stream);
+  CHECK(RequestBody::Parse(R"({"model":"a","model":1})").facts().status ==
+        BodyFacts::Status::kMissingModel);
+  auto u = RequestBody::Parse(
+      R"({"model":"m","stream":true,"stream_options":{"include_usage":true},"stream_options":{}})");
+  CHECK_FALSE(u.facts().include_usage);
+  auto out = u.Rewrite("m", true);
+  REQUIRE(out.has_value());
+  CHECK(json::parse(*out).at("stream_options").at("include_usage").as_bool());
+}
+
 TEST_CASE("body in a request arena: same facts and rewrite, no heap for a small body", "[body]") {
   unsigned char buffer[4096];
   json::monotonic_resource arena(buffer, sizeof buffer);

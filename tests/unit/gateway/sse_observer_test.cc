@@ -84,7 +84,9 @@ TEST_CASE("without usage the content events are the (estimated) count", "[sse]")
 TEST_CASE("CRLF line endings and multi-line data are understood", "[sse]") {
   SseObserver o(true, false);
   std::string crlf = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\r\n\r\n";
-  std::string usage = "data: {\"choices\":[],\r\ndata: \"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\r\n\r\n";
+  std::string usage =
+      "data: {\"choices\":[],\r\ndata: "
+      "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\r\n\r\n";
   std::string out = Run(o, {crlf, usage});
   CHECK(out == crlf);
   CHECK(o.usage_seen());
@@ -100,6 +102,26 @@ TEST_CASE("non-SSE JSON bodies: usage read at the end, bytes untouched", "[sse]"
   CHECK(o.prompt_tokens() == 4);
   CHECK(o.completion_tokens() == 9);
   CHECK_FALSE(o.estimated());
+}
+
+TEST_CASE("non-SSE JSON bodies: only the top-level usage counts, and only in valid JSON", "[sse]") {
+  SseObserver nested(false, false);
+  Run(nested, {R"({"choices":[{"usage":{"prompt_tokens":1}}],"meta":{"usage":{"prompt_tokens":2}},)"
+               R"("usage":{"completion_tokens":5}})"});
+  CHECK(nested.completion_tokens() == 5);
+  CHECK(nested.prompt_tokens() != 1);
+  CHECK(nested.prompt_tokens() != 2);
+
+  SseObserver repeated(false, false);  // the last usage member wins, as in a document
+  Run(repeated,
+      {R"({"usage":{"prompt_tokens":1,"completion_tokens":2},"usage":{"prompt_tokens":3}})"});
+  CHECK(repeated.prompt_tokens() == 3);
+  CHECK(repeated.completion_tokens() != 2);
+
+  SseObserver broken(false, false);  // cut short: nothing is taken from it
+  Run(broken, {R"({"usage":{"prompt_tokens":4,"completion_tokens":9},"choices":[)"});
+  CHECK_FALSE(broken.usage_seen());
+  CHECK(broken.prompt_tokens() != 4);
 }
 
 TEST_CASE("an error event from a backend is not a token", "[sse]") {

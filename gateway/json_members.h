@@ -1,0 +1,55 @@
+// Reads chosen members of a JSON object without building a document.
+//
+// The hot path needs a few facts from JSON it forwards: the request body's
+// model, stream and stream_options.include_usage, and a non-streamed
+// answer's usage counts. Building a Boost.JSON document of the whole text
+// (every message, every choice) to read three members was most of the
+// parsing cost per request. This reader runs Boost.JSON's validating SAX
+// parser (basic_parser) over the text once and reports only the members
+// asked for, by path, at the first two levels of the top-level object.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <absl/functional/function_ref.h>
+#include <boost/system/error_code.hpp>
+
+namespace geogate::gateway {
+
+/// A member to report: `key` of the top-level object when `parent` is
+/// empty, else `key` of the object that is the top-level member `parent`.
+struct JsonMemberPath {
+  std::string_view parent;
+  std::string_view key;
+};
+
+/// The value of a reported member. Strings are unescaped; `text` is valid
+/// only during the callback. Containers are reported when they begin.
+struct JsonMemberValue {
+  enum class Kind { kString, kBool, kInt64, kUint64, kDouble, kNull, kObject, kArray };
+  Kind kind = Kind::kNull;
+  std::string_view text;
+  bool boolean = false;
+  int64_t int64 = 0;
+  uint64_t uint64 = 0;
+  double number = 0;
+};
+
+enum class JsonTopLevel { kInvalid, kNotObject, kObject };
+
+/// Parses all of `text` (Boost.JSON's default limits: standard JSON, depth
+/// 32, no trailing data) and calls `on_member(index into paths, value)`
+/// for each member found at one of `paths`, in document order; a
+/// repeated member is reported each time (the last one is the one
+/// Boost.JSON's document would keep). Members are reported as the parse
+/// goes: a caller must discard what it saw when the result is kInvalid.
+/// @return kInvalid with `ec` set when `text` is not one JSON value.
+JsonTopLevel ReadJsonMembers(std::string_view text, std::span<const JsonMemberPath> paths,
+                             absl::FunctionRef<void(size_t, const JsonMemberValue&)> on_member,
+                             boost::system::error_code& ec);
+
+}  // namespace geogate::gateway
