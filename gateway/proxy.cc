@@ -238,7 +238,7 @@ class ProxyCall {
   // Both from the block cache: with reserve() below they fit its 256- and
   // 512-byte classes for ordinary heads, instead of two mallocs per request.
   PooledString up_fields_;  // the forwarded fields every attempt sends (Host, key excluded)
-  std::string up_body_;
+  PooledString up_body_;
   PooledString up_head_;  // request line, this attempt's Host and key, up_fields_, length
   std::string_view original_target_;            // in ctx_.req, which outlives the call
   health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
@@ -291,7 +291,12 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
     }
   }
   worker_.metrics().selections.Add({d.why});  // why the winner won, or the outcome
-  ctx_.route_reason = std::move(d.reason);
+  // Rendered once into a per-thread buffer and kept in a cached block: no
+  // allocation per request for the access log's route field.
+  thread_local std::string reason;
+  reason.clear();
+  d.AppendReason(ctx_.cfg, reason);
+  ctx_.route_reason.assign(reason);
   switch (d.outcome) {
     case routing::Outcome::kRoute:
       co_return true;
@@ -299,7 +304,7 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
       co_await Fail(ErrorKind::kResidencyDenied,
                     "model '" + std::string(ctx_.model_name()) +
                         "' is served only outside the regions data residency allows (" +
-                        ctx_.residency.reason + ")");
+                        ctx_.residency.Reason(ctx_.cfg) + ")");
       co_return false;
     case routing::Outcome::kNoHealthy:
       co_await Fail(ErrorKind::kNoCompliantBackend,
@@ -333,7 +338,10 @@ void ProxyCall::BuildUpstreamRequest() {
   std::optional<std::string> rewritten = body_.Rewrite(ctx_.model_name(), /*request_usage=*/true);
   // The client's body is not needed again (its size is already recorded):
   // move it rather than copy up to max_body_bytes per request.
-  up_body_ = rewritten ? std::move(*rewritten) : std::move(ctx_.req.body());
+  if (rewritten)
+    up_body_.assign(*rewritten);
+  else
+    up_body_ = std::move(ctx_.req.body());
 }
 
 // HTTP/1.1 to the backend (keep-alive by default, so no Connection field),

@@ -53,7 +53,7 @@ struct RequestContext {
   double ttft_ms = -1;
   uint64_t bytes_out = 0;
   uint32_t attempts = 0;
-  std::string route_reason;
+  PooledString route_reason;  // routing::Decision::AppendReason's text
   int64_t prompt_tokens = -1;
   int64_t completion_tokens = -1;
   bool tokens_estimated = false;

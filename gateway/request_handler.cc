@@ -93,12 +93,12 @@ net::awaitable<bool> CheckResidency(RequestContext& ctx, bool& keep) {
     case routing::ResidencyOutcome::kAllowed:
       co_return true;
     case routing::ResidencyOutcome::kBadHeader:
-      keep = co_await Fail(ctx, ErrorKind::kBadResidencyHeader, ctx.residency.reason);
+      keep = co_await Fail(ctx, ErrorKind::kBadResidencyHeader, ctx.residency.Reason(ctx.cfg));
       co_return false;
     case routing::ResidencyOutcome::kDenied:
-      keep = co_await Fail(
-          ctx, ErrorKind::kResidencyDenied,
-          "data residency policy allows no region for this request: " + ctx.residency.reason);
+      keep = co_await Fail(ctx, ErrorKind::kResidencyDenied,
+                           "data residency policy allows no region for this request: " +
+                               ctx.residency.Reason(ctx.cfg));
       co_return false;
   }
   co_return false;

@@ -163,19 +163,22 @@ size_t BreakTies(Candidates& c, size_t window, double tie_ms, uint64_t random) {
   return equals;
 }
 
-std::string Unrouted(Outcome o, size_t allowed, size_t unfit, size_t routable) {
-  switch (o) {
+void AppendUnrouted(const Decision& d, std::string& out) {
+  switch (d.outcome) {
     case Outcome::kResidencyDenied:
-      return "residency_denied: no backend in the allowed regions serves the model";
+      out += "residency_denied: no backend in the allowed regions serves the model";
+      return;
     case Outcome::kNoHealthy:
-      return absl::StrCat("no_healthy: 0 of ", allowed, " allowed backends routable",
-                          unfit == 0 ? "" : absl::StrCat(" (", unfit, " too small for the model)"));
+      absl::StrAppend(&out, "no_healthy: 0 of ", d.n_allowed, " allowed backends routable");
+      if (d.n_unfit != 0) absl::StrAppend(&out, " (", d.n_unfit, " too small for the model)");
+      return;
     case Outcome::kCapacity:
-      return absl::StrCat("capacity: all ", routable, " routable backends full");
+      absl::StrAppend(&out, "capacity: all ", d.n_routable, " routable backends full");
+      return;
     case Outcome::kRoute:
       break;
   }
-  return OutcomeName(o);
+  out += OutcomeName(d.outcome);
 }
 
 }  // namespace
@@ -244,7 +247,9 @@ Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
                 : n_routable == 0 ? Outcome::kNoHealthy
                                   : Outcome::kCapacity;
     d.why = OutcomeName(d.outcome);
-    d.reason = Unrouted(d.outcome, n_allowed, n_unfit, n_routable);
+    d.n_allowed = static_cast<uint32_t>(n_allowed);
+    d.n_unfit = static_cast<uint32_t>(n_unfit);
+    d.n_routable = static_cast<uint32_t>(n_routable);
     return d;
   }
 
@@ -303,22 +308,37 @@ Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
     d.why = why::kOnlyCandidate;
   }
 
-  d.reason.reserve(96);
-  d.reason += snap.backends[w.backend].name;
-  d.reason += " ettft=";
-  AppendMs(d.reason, w.ettft_ms);
-  if (d.why == why::kOnlyCandidate) {
-    d.reason += "; only candidate";
-  } else {
+  if (d.why != why::kOnlyCandidate) {
     d.runner_up = runner;
-    d.reason += "; runner-up ";
-    d.reason += snap.backends[runner].name;
-    d.reason += " ettft=";
-    AppendMs(d.reason, runner_ettft);
-    d.reason += " lost on ";
-    d.reason += LostOn(d.why);
+    d.runner_up_ettft_ms = runner_ettft;
   }
   return d;
+}
+
+void Decision::AppendReason(const config::Snapshot& snap, std::string& out) const {
+  if (outcome != Outcome::kRoute || plan.empty()) {
+    AppendUnrouted(*this, out);
+    return;
+  }
+  out += snap.backends[plan[0]].name;
+  out += " ettft=";
+  AppendMs(out, expected_ttft_ms[0]);
+  if (!runner_up) {
+    out += "; only candidate";
+    return;
+  }
+  out += "; runner-up ";
+  out += snap.backends[*runner_up].name;
+  out += " ettft=";
+  AppendMs(out, runner_up_ettft_ms);
+  out += " lost on ";
+  out += LostOn(why);
+}
+
+std::string Decision::Reason(const config::Snapshot& snap) const {
+  std::string out;
+  AppendReason(snap, out);
+  return out;
 }
 
 }  // namespace geogate::routing

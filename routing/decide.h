@@ -79,12 +79,20 @@ struct Decision {
   absl::InlinedVector<double, 16> expected_ttft_ms;
   /// A why:: constant, or OutcomeName(outcome) when not routed. Static storage.
   const char* why = why::kOnlyCandidate;
-  /// The runner-up named in `reason` (index into Snapshot::backends), if any:
-  /// plan[1], or a faster backend that was full or unhealthy.
+  /// The runner-up named in the reason (index into Snapshot::backends), if
+  /// any: plan[1], or a faster backend that was full or unhealthy.
   std::optional<size_t> runner_up;
+  double runner_up_ettft_ms = 0;
+  /// When not routed: backends of the model in the allowed regions, those
+  /// too small for it, and those routable.
+  uint32_t n_allowed = 0, n_unfit = 0, n_routable = 0;
+
   /// For the access log: winner, its expected TTFT, the runner-up and why it
   /// lost, e.g. "eu-1 ettft=42.1ms; runner-up eu-2 ettft=44.0ms lost on tier".
-  std::string reason;
+  /// Rendered from the facts above only when a line is written, so that
+  /// deciding allocates nothing. `snap` is the snapshot that decided.
+  void AppendReason(const config::Snapshot& snap, std::string& out) const;
+  std::string Reason(const config::Snapshot& snap) const;
 };
 
 Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,

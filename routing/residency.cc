@@ -76,38 +76,45 @@ ResidencyDecision DecideResidency(const config::Snapshot& snap, const GeoInfo& g
     const config::ResidencyRule& rule = snap.residency[*d.rule];
     d.allowed = rule.allowed;
     d.governed = true;
-    d.reason = absl::StrCat("rule '", rule.name, "' (", ResidencySourceName(d.source), ")");
   } else if (d.source == ResidencySource::kUnknownClient) {
     d.allowed = config::RegionSet(snap.regions.size());
     d.governed = true;
-    d.reason = "client location unknown and geo.unknown = \"deny\"";
   } else {
     d.allowed = snap.AllRegions();
-    d.reason = "no residency rule matches the client";
   }
 
   if (narrowing) {
     absl::string_view stripped =
         absl::StripAsciiWhitespace(absl::string_view(narrowing->data(), narrowing->size()));
-    std::string_view j(stripped.data(), stripped.size());
-    auto it = snap.regions_by_jurisdiction.find(absl::string_view(j.data(), j.size()));
+    d.jurisdiction.assign(stripped.data(), stripped.size());
+    auto it = snap.regions_by_jurisdiction.find(stripped);
     if (it == snap.regions_by_jurisdiction.end()) {
       d.outcome = ResidencyOutcome::kBadHeader;
       d.allowed = config::RegionSet(snap.regions.size());
-      d.reason = absl::StrCat("x-geogate-residency names unknown jurisdiction '",
-                              absl::string_view(j.data(), j.size()), "'");
       return d;
     }
     d.allowed = d.allowed.intersect(it->second);
     d.narrowed = true;
-    absl::StrAppend(&d.reason, ", narrowed to ", absl::string_view(j.data(), j.size()));
   }
 
-  if (d.allowed.empty()) {
-    d.outcome = ResidencyOutcome::kDenied;
-    if (d.narrowed) absl::StrAppend(&d.reason, ": no region left");
-  }
+  if (d.allowed.empty()) d.outcome = ResidencyOutcome::kDenied;
   return d;
+}
+
+std::string ResidencyDecision::Reason(const config::Snapshot& snap) const {
+  if (outcome == ResidencyOutcome::kBadHeader)
+    return absl::StrCat("x-geogate-residency names unknown jurisdiction '", jurisdiction, "'");
+  std::string out;
+  if (rule)
+    out =
+        absl::StrCat("rule '", snap.residency[*rule].name, "' (", ResidencySourceName(source), ")");
+  else if (source == ResidencySource::kUnknownClient)
+    out = "client location unknown and geo.unknown = \"deny\"";
+  else
+    out = "no residency rule matches the client";
+  if (narrowed) absl::StrAppend(&out, ", narrowed to ", jurisdiction);
+  if (outcome == ResidencyOutcome::kDenied && narrowed) out += ": no region left";
+  return out;
 }
 
 std::string RegionNames(const config::Snapshot& snap, const config::RegionSet& set) {

@@ -31,9 +31,14 @@ struct ResidencyDecision {
   config::RegionSet allowed;
   std::optional<size_t> rule;  // index of the rule that governs; nullopt = ungoverned or deny
   ResidencySource source = ResidencySource::kNone;
-  bool governed = false;   // a rule (or the unknown-client deny) restricts the request
-  bool narrowed = false;   // the client's header narrowed the set
-  std::string reason;      // human-readable, for errors and the access log
+  bool governed = false;  // a rule (or the unknown-client deny) restricts the request
+  bool narrowed = false;  // the client's header narrowed the set
+  /// The jurisdiction x-geogate-residency named (narrowed to, or unknown).
+  std::string jurisdiction;
+
+  /// Human-readable, for error messages: e.g. "rule 'eu' (geography),
+  /// narrowed to EU". Rendered on demand: deciding allocates nothing.
+  std::string Reason(const config::Snapshot& snap) const;
 
   /// The rule's name, "deny" for unplaced clients under geo.unknown = deny,
   /// or "none" for ungoverned requests: the metric/log label.

@@ -264,7 +264,7 @@ TEST_CASE("generated fleets: every selection rule holds", "[routing][decide][pro
     // The reason and its label.
     REQUIRE(InVocabulary(d.why));
     const std::string& winner = snap.backends[d.plan[0]].name;
-    REQUIRE(d.reason.rfind(winner + " ettft=", 0) == 0);
+    REQUIRE(d.Reason(c.snap).rfind(winner + " ettft=", 0) == 0);
     if (std::strcmp(d.why, why::kTier) == 0) ++tier_wins;
     if (std::strcmp(d.why, why::kGpuPreference) == 0) ++gpu_wins;
     if (std::strcmp(d.why, why::kUtilization) == 0) ++p2c_wins;
@@ -272,7 +272,7 @@ TEST_CASE("generated fleets: every selection rule holds", "[routing][decide][pro
     // Pure: the same inputs give the same answer.
     const Decision again = Run(c);
     REQUIRE(again.plan == d.plan);
-    REQUIRE(again.reason == d.reason);
+    REQUIRE(again.Reason(c.snap) == d.Reason(c.snap));
   }
   // The generator reaches every branch often enough to mean something.
   INFO("routed " << routed << " windows " << windows_of_several << " tier " << tier_wins << " gpu "

@@ -57,7 +57,7 @@ TEST_CASE("the lowest expected TTFT wins and the rest follow as failover", "[rou
   CHECK(d.expected_ttft_ms[0] == Approx(22));
   CHECK(std::string(d.why) == "latency");
   CHECK(d.runner_up == t.mid);
-  CHECK(d.reason == "near-1 ettft=22.0ms; runner-up mid-1 ettft=50.0ms lost on latency");
+  CHECK(d.Reason(t.snap) == "near-1 ettft=22.0ms; runner-up mid-1 ettft=50.0ms lost on latency");
 }
 
 TEST_CASE("a close region with a long queue loses to a farther idle one", "[routing][decide]") {
@@ -92,14 +92,14 @@ TEST_CASE("within the latency slack the cheaper tier wins", "[routing][decide][t
   Decision d = DecideAll(snap, view);
   CHECK(PlanNames(snap, d) == std::vector<std::string>{"eu-res", "eu-od"});
   CHECK(std::string(d.why) == "tier");
-  CHECK(d.reason == "eu-res ettft=44.0ms; runner-up eu-od ettft=42.1ms lost on tier");
+  CHECK(d.Reason(snap) == "eu-res ettft=44.0ms; runner-up eu-od ettft=42.1ms lost on tier");
 
   SECTION("a full reserved backend is named as the runner-up") {
     view[res].inflight = 64;
     Decision d2 = DecideAll(snap, view);
     CHECK(PlanNames(snap, d2) == std::vector<std::string>{"eu-od"});
     CHECK(std::string(d2.why) == "runner_up_full");
-    CHECK(d2.reason == "eu-od ettft=42.1ms; runner-up eu-res ettft=44.0ms lost on capacity");
+    CHECK(d2.Reason(snap) == "eu-od ettft=42.1ms; runner-up eu-res ettft=44.0ms lost on capacity");
   }
   SECTION("a full backend that would not have won is not named") {
     view[res].ttft_ms = 42.1 + 30;  // outside the window anyway
@@ -166,7 +166,8 @@ TEST_CASE("gpu_preference orders the window before tier", "[routing][decide][gpu
   Decision d = DecideAll(snap, view);
   CHECK(PlanNames(snap, d) == std::vector<std::string>{"l4-od", "t4-od", "h100-res", "a10-res"});
   CHECK(std::string(d.why) == "gpu_preference");
-  CHECK(d.reason == "l4-od ettft=40.0ms; runner-up t4-od ettft=35.0ms lost on gpu preference");
+  CHECK(d.Reason(snap) ==
+        "l4-od ettft=40.0ms; runner-up t4-od ettft=35.0ms lost on gpu preference");
 
   SECTION("a preferred GPU outside the slack falls behind a faster bigger one") {
     view[l4].ttft_ms = 210;
@@ -196,7 +197,8 @@ TEST_CASE("a backend with too little VRAM for the model is no candidate",
     view[big].state = health::HealthState::kUnhealthy;
     Decision d = DecideAll(snap, view);
     CHECK(d.outcome == Outcome::kNoHealthy);
-    CHECK(d.reason == "no_healthy: 0 of 3 allowed backends routable (1 too small for the model)");
+    CHECK(d.Reason(snap) ==
+          "no_healthy: 0 of 3 allowed backends routable (1 too small for the model)");
   }
 }
 
@@ -209,7 +211,7 @@ TEST_CASE("a backend at capacity is skipped while others have room",
   CHECK(std::string(d.why) == "runner_up_full");
   CHECK(d.runner_up == t.near);
   // Named with what it would offer with a free slot.
-  CHECK(d.reason == "mid-1 ettft=50.0ms; runner-up near-1 ettft=22.0ms lost on capacity");
+  CHECK(d.Reason(t.snap) == "mid-1 ettft=50.0ms; runner-up near-1 ettft=22.0ms lost on capacity");
 
   SECTION("one below capacity is still a candidate but nearly full costs headroom") {
     t.view[t.near].inflight = 63;
@@ -225,7 +227,7 @@ TEST_CASE("a backend at capacity is skipped while others have room",
     CHECK(full.outcome == Outcome::kCapacity);
     CHECK(full.plan.empty());
     CHECK(std::string(full.why) == "capacity");
-    CHECK(full.reason == "capacity: all 3 routable backends full");
+    CHECK(full.Reason(t.snap) == "capacity: all 3 routable backends full");
   }
 }
 
@@ -236,7 +238,7 @@ TEST_CASE("unhealthy and ejected backends are out and named when faster",
   Decision d = DecideAll(t.snap, t.view);
   CHECK(PlanNames(t.snap, d) == std::vector<std::string>{"mid-1", "far-1"});
   CHECK(std::string(d.why) == "runner_up_unhealthy");
-  CHECK(d.reason == "mid-1 ettft=50.0ms; runner-up near-1 ettft=22.0ms lost on health");
+  CHECK(d.Reason(t.snap) == "mid-1 ettft=50.0ms; runner-up near-1 ettft=22.0ms lost on health");
 
   t.view[t.near].state = health::HealthState::kHealthy;
   t.view[t.near].ejected = true;
@@ -246,7 +248,7 @@ TEST_CASE("unhealthy and ejected backends are out and named when faster",
   t.view[t.far].ejected = true;
   Decision none = DecideAll(t.snap, t.view);
   CHECK(none.outcome == Outcome::kNoHealthy);
-  CHECK(none.reason == "no_healthy: 0 of 3 allowed backends routable");
+  CHECK(none.Reason(t.snap) == "no_healthy: 0 of 3 allowed backends routable");
 }
 
 TEST_CASE("the plan never leaves the allowed regions", "[routing][decide][residency]") {
@@ -257,7 +259,7 @@ TEST_CASE("the plan never leaves the allowed regions", "[routing][decide][reside
   Decision d = Decide(t.snap, facts, eu, t.view, {}, 7);
   CHECK(PlanNames(t.snap, d) == std::vector<std::string>{"far-1"});
   CHECK(std::string(d.why) == "only_candidate");
-  CHECK(d.reason == "far-1 ettft=110.0ms; only candidate");
+  CHECK(d.Reason(t.snap) == "far-1 ettft=110.0ms; only candidate");
 
   SECTION("an allowed backend down is 503 even with healthy ones elsewhere") {
     t.view[t.far].state = health::HealthState::kUnhealthy;
@@ -291,7 +293,7 @@ TEST_CASE("equals within tie_ms go to the less utilized of two choices", "[routi
     Decision d = DecideAll(snap, view, r);
     CHECK(d.plan[0] == b);
     CHECK(std::string(d.why) == "utilization");
-    CHECK(d.reason == "b ettft=41.5ms; runner-up a ettft=40.0ms lost on utilization");
+    CHECK(d.Reason(snap) == "b ettft=41.5ms; runner-up a ettft=40.0ms lost on utilization");
   }
   SECTION("beyond tie_ms the faster one wins regardless of load") {
     view[b].ttft_ms = 43;
@@ -314,7 +316,7 @@ TEST_CASE("the same random input gives the same decision", "[routing][decide][p2
     uint64_t r = rng();
     Decision x = DecideAll(snap, view, r), y = DecideAll(snap, view, r);
     CHECK(x.plan == y.plan);
-    CHECK(x.reason == y.reason);
+    CHECK(x.Reason(snap) == y.Reason(snap));
     winners[x.plan[0]]++;
   }
   CHECK(winners.size() > 1);  // and different inputs spread the choice
@@ -402,7 +404,8 @@ TEST_CASE("exploration measures a backend judged on the prior or an old sample",
       ++explored;
       CHECK(d.plan[0] == t.near);
       CHECK(PlanNames(t.snap, d) == std::vector<std::string>{"near-1", "mid-1", "far-1"});
-      CHECK(d.reason.find("runner-up mid-1 ettft=50.0ms lost on exploration") != std::string::npos);
+      CHECK(d.Reason(t.snap).find("runner-up mid-1 ettft=50.0ms lost on exploration") !=
+            std::string::npos);
     } else {
       CHECK(d.plan[0] == t.mid);
     }
@@ -482,7 +485,7 @@ TEST_CASE("the worked example of docs/routing.md", "[routing][decide][docs]") {
                                    "eu-central-l4-res-1"});
     CHECK(d.expected_ttft_ms[4] == Approx(74));
     CHECK(d.expected_ttft_ms[5] == Approx(3 + 41 + 4 * 2 * 41));
-    CHECK(d.reason ==
+    CHECK(d.Reason(snap) ==
           "eu-west-l4-res-2 ettft=45.5ms; runner-up eu-west-l4-res-1 ettft=44.0ms lost on "
           "utilization");
   }
@@ -494,7 +497,7 @@ TEST_CASE("the worked example of docs/routing.md", "[routing][decide][docs]") {
     view[w1].ttft_ms += 25;
     view[w2].ttft_ms += 25;
     Decision d = Decide(snap, facts, eu, view, {}, 1);
-    CHECK(d.reason ==
+    CHECK(d.Reason(snap) ==
           "eu-central-l4-od-1 ettft=41.0ms; runner-up eu-central-h100-res-1 ettft=26.0ms lost "
           "on gpu preference");
   }

@@ -60,9 +60,8 @@ residency = "us-only"
 )";
 
 config::SnapshotConstPtr Snap(std::string_view text = kPolicy) {
-  auto r = config::LoadString(text.substr(1), "t.toml", "/tmp", [](const std::string&) {
-    return std::optional<std::string>();
-  });
+  auto r = config::LoadString(text.substr(1), "t.toml", "/tmp",
+                              [](const std::string&) { return std::optional<std::string>(); });
   INFO((r.errors.empty() ? "" : r.errors[0].ToString()));
   REQUIRE(r.ok());
   return r.snapshot;
@@ -167,4 +166,23 @@ TEST_CASE("x-geogate-residency narrows and never widens", "[residency]") {
   // The deny of unknown clients cannot be narrowed into something.
   auto unknown = DecideResidency(*s, GeoInfo{}, nullptr, std::string_view("EU"));
   CHECK(unknown.outcome == ResidencyOutcome::kDenied);
+}
+
+TEST_CASE("the residency reason says which rule, from where, and any narrowing", "[residency]") {
+  auto s = Snap();
+  CHECK(DecideResidency(*s, At("DE", "EU"), nullptr, std::nullopt).Reason(*s) ==
+        "rule 'eu' (geography)");
+  const config::Tenant* bank = &s->tenants[0];
+  CHECK(DecideResidency(*s, At("DE", "EU"), bank, std::nullopt).Reason(*s) ==
+        "rule 'us-only' (tenant)");
+  CHECK(DecideResidency(*s, At("BR", "SA"), nullptr, std::nullopt).Reason(*s) ==
+        "no residency rule matches the client");
+  CHECK(DecideResidency(*s, GeoInfo{}, nullptr, std::nullopt).Reason(*s) ==
+        "client location unknown and geo.unknown = \"deny\"");
+  CHECK(DecideResidency(*s, At("DE", "EU"), nullptr, std::string_view(" EU ")).Reason(*s) ==
+        "rule 'eu' (geography), narrowed to EU");
+  CHECK(DecideResidency(*s, At("DE", "EU"), nullptr, std::string_view("US")).Reason(*s) ==
+        "rule 'eu' (geography), narrowed to US: no region left");
+  CHECK(DecideResidency(*s, At("DE", "EU"), nullptr, std::string_view("MARS")).Reason(*s) ==
+        "x-geogate-residency names unknown jurisdiction 'MARS'");
 }
