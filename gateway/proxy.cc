@@ -204,7 +204,8 @@ class ProxyCall {
   ProxyCall(const ProxyCall&) = delete;
   ProxyCall& operator=(const ProxyCall&) = delete;
 
-  net::awaitable<bool> Run();
+  /// `self` is this call: Run's frame owns it until the request is done.
+  net::awaitable<bool> Run(PooledPtr<ProxyCall> self);
 
  private:
   net::awaitable<bool> Select(routing::Decision& decision);
@@ -213,10 +214,13 @@ class ProxyCall {
   net::awaitable<AttemptResult> Attempt(size_t backend, Clock::time_point deadline);
   net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn, ResponseParser& parser,
                                       size_t first_bytes, bool& upstream_reusable);
-  net::awaitable<boost::system::error_code> Send(Stream& s, std::span<const net::const_buffer> bufs,
-                                                 bool guard_idle);
-  net::awaitable<bool> WriteToClient(std::string_view data, ResponseHead* head, bool chunked,
-                                     SseObserver& observer);
+  net::awaitable<boost::system::error_code> SendRest(Stream& s,
+                                                     std::span<const net::const_buffer> bufs,
+                                                     size_t sent, bool guard_idle);
+  bool WriteToClientNow(std::string_view data, ResponseHead* head, bool chunked,
+                        SseObserver& observer);
+  net::awaitable<bool> FinishClientWrite();
+  void CountClientBytes(size_t n);
   net::awaitable<bool> FailAll(const AttemptResult& last);
   net::awaitable<bool> Fail(ErrorKind kind, std::string_view message, int retry_after = -1);
   void ReportFailure(size_t backend, FailureReason reason);
@@ -248,6 +252,16 @@ class ProxyCall {
   Clock::time_point sent_at_{};
   BufferPool::Lease relay_lease_;
   char* const relay_buf_;
+  // The client write in progress: [head] [chunk size] data [CRLF], and how
+  // much of it the socket took at once.
+  struct ClientWrite {
+    std::array<net::const_buffer, 4> bufs;
+    size_t count = 0;
+    size_t total = 0;
+    size_t sent = 0;
+    char size_line[24];
+  };
+  ClientWrite client_out_;
 };
 
 net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, int retry_after) {
@@ -364,7 +378,7 @@ void ProxyCall::BuildAttemptHead(const config::Backend& b) {
   up_head_ += "\r\n";
 }
 
-net::awaitable<bool> ProxyCall::Run() {
+net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
   routing::Decision decision;
   if (!co_await Select(decision)) co_return ctx_.status != 499 && ctx_.req.keep_alive();
   BuildUpstreamRequest();
@@ -464,7 +478,10 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     sent_at_ = Clock::now();
     wd_.Guard(&conn->stream.lowest(), sent_at_ + ttft_budget);
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
-    boost::system::error_code ec = co_await Send(conn->stream, request, /*guard_idle=*/false);
+    boost::system::error_code ec;
+    size_t sent = conn->stream.TrySendNow(request);
+    if (sent != net::buffer_size(request))
+      ec = co_await SendRest(conn->stream, request, sent, /*guard_idle=*/false);
     if (!ec) {
       auto [rec, rn] =
           co_await http::async_read_header(conn->stream, conn->buffer, *parser, kUseTuple);
@@ -589,7 +606,9 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     }
   } stream_count{shared_, sse};
 
-  if (!co_await WriteToClient(std::string_view(relay_buf_, first), &head, chunked, observer)) {
+  bool written = WriteToClientNow(std::string_view(relay_buf_, first), &head, chunked, observer);
+  if (!written) written = co_await FinishClientWrite();
+  if (!written) {
     r.keep_alive = false;
     r.client_gone = true;
     worker_.metrics().client_disconnects++;
@@ -640,7 +659,9 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       co_return r;
     }
     if (got == 0) continue;
-    if (!co_await WriteToClient(std::string_view(relay_buf_, got), nullptr, chunked, observer)) {
+    written = WriteToClientNow(std::string_view(relay_buf_, got), nullptr, chunked, observer);
+    if (!written) written = co_await FinishClientWrite();
+    if (!written) {
       worker_.metrics().client_disconnects++;
       r.keep_alive = false;
       r.client_gone = true;
@@ -719,14 +740,12 @@ net::awaitable<boost::system::error_code> ProxyCall::ReadUpstream(UpstreamConn& 
   co_return ec;
 }
 
-// Writes all of `bufs`: at once when the socket takes them (no pass of the
-// worker's queue), else the rest asynchronously, under stream_idle_timeout
-// when `guard_idle` (or the deadline the caller set).
-net::awaitable<boost::system::error_code> ProxyCall::Send(Stream& s,
-                                                          std::span<const net::const_buffer> bufs,
-                                                          bool guard_idle) {
-  size_t sent = s.TrySendNow(bufs);
-  if (sent == net::buffer_size(bufs)) co_return boost::system::error_code();
+// Writes the rest of `bufs` after the first `sent` bytes went at once
+// (Stream::TrySendNow: the callers try that first, so the common case costs
+// no coroutine frame and no pass of the worker's queue), under
+// stream_idle_timeout when `guard_idle` (or the deadline the caller set).
+net::awaitable<boost::system::error_code> ProxyCall::SendRest(
+    Stream& s, std::span<const net::const_buffer> bufs, size_t sent, bool guard_idle) {
   beast::buffers_suffix<std::span<const net::const_buffer>> rest(bufs);
   rest.consume(sent);
   if (guard_idle) wd_.Guard(&s.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
@@ -734,31 +753,46 @@ net::awaitable<boost::system::error_code> ProxyCall::Send(Stream& s,
   co_return ec;
 }
 
-// One gather write per upstream read: [head] [chunk size] data [CRLF].
-net::awaitable<bool> ProxyCall::WriteToClient(std::string_view data, ResponseHead* head,
-                                              bool chunked, SseObserver& observer) {
-  Stream& client = ctx_.session.stream();
+// One gather write per upstream read: [head] [chunk size] data [CRLF],
+// written at once when the socket takes it all. @return false when some is
+// left in client_out_ for FinishClientWrite.
+bool ProxyCall::WriteToClientNow(std::string_view data, ResponseHead* head, bool chunked,
+                                 SseObserver& observer) {
   std::string_view out = observer.Filter(data, Clock::now());
-  std::array<net::const_buffer, 4> bufs;
-  size_t n = 0;
-  if (head != nullptr) bufs[n++] = net::buffer(head->text());
-  char size_line[24];
+  ClientWrite& w = client_out_;
+  w.count = 0;
+  if (head != nullptr) w.bufs[w.count++] = net::buffer(head->text());
   if (chunked && !out.empty()) {
-    char* end = std::to_chars(size_line, size_line + 16, out.size(), 16).ptr;
+    char* end = std::to_chars(w.size_line, w.size_line + 16, out.size(), 16).ptr;
     *end++ = '\r';
     *end++ = '\n';
-    bufs[n++] = net::buffer(size_line, static_cast<size_t>(end - size_line));
+    w.bufs[w.count++] = net::buffer(w.size_line, static_cast<size_t>(end - w.size_line));
   }
-  if (!out.empty()) bufs[n++] = net::buffer(out);
-  if (chunked && !out.empty()) bufs[n++] = net::buffer("\r\n", 2);
-  if (n == 0) co_return true;
-  std::span<const net::const_buffer> out_bufs(bufs.data(), n);
-  boost::system::error_code ec = co_await Send(client, out_bufs, /*guard_idle=*/true);
+  if (!out.empty()) w.bufs[w.count++] = net::buffer(out);
+  if (chunked && !out.empty()) w.bufs[w.count++] = net::buffer("\r\n", 2);
+  if (w.count == 0) return true;
+  std::span<const net::const_buffer> bufs(w.bufs.data(), w.count);
+  w.total = net::buffer_size(bufs);
+  w.sent = ctx_.session.stream().TrySendNow(bufs);
+  if (w.sent != w.total) return false;
+  CountClientBytes(w.total);
+  return true;
+}
+
+// The rest of the write WriteToClientNow began. @return false when the
+// client is gone.
+net::awaitable<bool> ProxyCall::FinishClientWrite() {
+  std::span<const net::const_buffer> bufs(client_out_.bufs.data(), client_out_.count);
+  boost::system::error_code ec =
+      co_await SendRest(ctx_.session.stream(), bufs, client_out_.sent, /*guard_idle=*/true);
   if (ec) co_return false;
-  size_t written = net::buffer_size(out_bufs);
-  ctx_.bytes_out += written;
-  worker_.metrics().bytes_out += written;
+  CountClientBytes(client_out_.total);
   co_return true;
+}
+
+void ProxyCall::CountClientBytes(size_t n) {
+  ctx_.bytes_out += n;
+  worker_.metrics().bytes_out += n;
 }
 
 void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds) {
@@ -795,11 +829,16 @@ void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double str
 
 }  // namespace
 
+// Allocated from the block cache: it must fit its largest class.
+static_assert(sizeof(ProxyCall) <= block_cache::kLargestBlock);
+
 net::awaitable<bool> ProxyRequest(RequestContext& ctx, const RequestBody& body) {
   // Off the session's coroutine frame, so idle connections stay small; the
   // relay buffer inside comes from the worker's pool.
-  auto call = MakePooled<ProxyCall>(ctx, body);
-  co_return co_await call->Run();
+  // Not a coroutine itself: Run's frame owns the call, one frame fewer.
+  PooledPtr<ProxyCall> call = MakePooled<ProxyCall>(ctx, body);
+  ProxyCall* p = call.get();
+  return p->Run(std::move(call));
 }
 
 }  // namespace geogate::gateway
