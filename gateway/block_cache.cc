@@ -65,7 +65,7 @@ void Deallocate(void* p, std::size_t bytes) noexcept {
     return;
   }
   Lists& l = t_lists;
-  if (l.closed || l.count[c] >= kMaxCached) {
+  if (l.closed || l.count[c] >= kMaxCachedBytes / kClassBytes[c]) {
     ::operator delete(p, kClassBytes[c]);
     return;
   }
@@ -84,6 +84,11 @@ std::size_t CachedBlocks() {
   for (uint32_t c : t_lists.count)
     n += c;
   return n;
+}
+
+std::size_t MaxCached(std::size_t bytes) {
+  int c = ClassOf(bytes);
+  return c < 0 ? 0 : kMaxCachedBytes / kClassBytes[c];
 }
 
 }  // namespace geogate::gateway::block_cache

@@ -34,14 +34,19 @@ TEST_CASE("block cache: large blocks are not kept", "[block_cache]") {
   CHECK(block_cache::CachedBlocks() == cached);
 }
 
-TEST_CASE("block cache: a thread keeps at most kMaxCached blocks per class", "[block_cache]") {
+TEST_CASE("block cache: a thread keeps at most kMaxCachedBytes per class", "[block_cache]") {
   std::thread([] {
+    // 200 bytes are served from the 256-byte class.
+    CHECK(block_cache::MaxCached(200) == block_cache::kMaxCachedBytes / 256);
+    CHECK(block_cache::MaxCached(64) == block_cache::kMaxCachedBytes / 64);
+    CHECK(block_cache::MaxCached(4096) == 0);
     std::vector<void*> blocks;
-    for (size_t i = 0; i < block_cache::kMaxCached + 10; ++i)
+    for (size_t i = 0; i < block_cache::MaxCached(200) + 10; ++i)
       blocks.push_back(block_cache::Allocate(200));
     for (void* p : blocks)
       block_cache::Deallocate(p, 200);
-    CHECK(block_cache::CachedBlocks() == block_cache::kMaxCached);
+    CHECK(block_cache::CachedBlocks() == block_cache::MaxCached(200));
+    CHECK(block_cache::CachedBlocks() * 256 <= block_cache::kMaxCachedBytes);
   }).join();  // the thread's blocks are freed when it ends (LeakSanitizer checks)
 }
 
