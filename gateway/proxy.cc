@@ -349,11 +349,11 @@ void ProxyCall::BuildUpstreamRequest() {
   PrepareUpstreamHeaders(ctx_.req.base(), fields, fwd);
   // The usage chunk is requested for accounting when the client did not ask
   // for it; SseObserver strips it from the client's stream again.
-  std::optional<std::string> rewritten = body_.Rewrite(ctx_.model_name(), /*request_usage=*/true);
+  std::optional<PooledString> rewritten = body_.Rewrite(ctx_.model_name(), /*request_usage=*/true);
   // The client's body is not needed again (its size is already recorded):
   // move it rather than copy up to max_body_bytes per request.
   if (rewritten)
-    up_body_.assign(*rewritten);
+    up_body_ = std::move(*rewritten);
   else
     up_body_ = std::move(ctx_.req.body());
 }

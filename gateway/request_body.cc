@@ -74,8 +74,8 @@ RequestBody RequestBody::Parse(std::string_view body, json::storage_ptr storage)
   return out;
 }
 
-std::optional<std::string> RequestBody::Rewrite(std::string_view canonical_model,
-                                                bool request_usage) const {
+std::optional<PooledString> RequestBody::Rewrite(std::string_view canonical_model,
+                                                 bool request_usage) const {
   if (facts_.status != BodyFacts::Status::kOk) return std::nullopt;
   bool rename = facts_.model != canonical_model;
   bool add_usage = request_usage && facts_.stream && !facts_.include_usage;
@@ -85,7 +85,7 @@ std::optional<std::string> RequestBody::Rewrite(std::string_view canonical_model
     // object's closing brace (the body is a valid object with a model,
     // so it ends in '}' and the new member follows another one).
     size_t close = body_.find_last_not_of(" \t\r\n");
-    std::string out;
+    PooledString out;
     out.reserve(body_.size() + 40);
     out.append(body_.substr(0, close));
     out += R"(,"stream_options":{"include_usage":true})";
@@ -104,7 +104,8 @@ std::optional<std::string> RequestBody::Rewrite(std::string_view canonical_model
     if (!so.is_object()) so = json::object();
     so.get_object()["include_usage"] = true;
   }
-  return json::serialize(doc);
+  std::string text = json::serialize(doc);
+  return PooledString(text.data(), text.size());
 }
 
 }  // namespace geogate::gateway

@@ -9,6 +9,8 @@
 
 #include <boost/json/storage_ptr.hpp>
 
+#include "gateway/block_cache.h"
+
 namespace geogate::gateway {
 
 struct BodyFacts {
@@ -37,7 +39,7 @@ class RequestBody {
   /// the original bytes when that member is all there is to add, else a
   /// re-serialised document).
   /// @return nullopt when the original bytes can be forwarded unchanged.
-  std::optional<std::string> Rewrite(std::string_view canonical_model, bool request_usage) const;
+  std::optional<PooledString> Rewrite(std::string_view canonical_model, bool request_usage) const;
 
  private:
   RequestBody(std::string_view body, boost::json::storage_ptr storage)

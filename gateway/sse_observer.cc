@@ -88,21 +88,21 @@ bool SseObserver::OnEvent(std::string_view event, Clock::time_point now) {
   if (!usage_only && (data.find("\"content\"") != std::string_view::npos ||
                       data.find("\"text\"") != std::string_view::npos)) {
     ++content_events_;
-    if (last_event_ != Clock::time_point{})
+    if (last_event_ != Clock::time_point{}) {
+      if (gaps_.empty()) gaps_.reserve(block_cache::kLargestBlock / sizeof(double));
       gaps_.push_back(std::chrono::duration<double>(now - last_event_).count());
+    }
     last_event_ = now;
   }
   return !(usage_only && strip_usage_);
 }
 
-size_t SseObserver::ScanEvents(std::string_view buf, Clock::time_point now, std::string* out) {
+size_t SseObserver::ScanEvents(std::string_view buf, Clock::time_point now) {
   size_t pos = 0;
   for (;;) {
     size_t end = EventEnd(buf, pos);
     if (end == std::string_view::npos) return pos;
-    std::string_view event = buf.substr(pos, end - pos);
-    bool keep = OnEvent(event, now);
-    if (out != nullptr && keep) out->append(event);
+    OnEvent(buf.substr(pos, end - pos), now);
     pos = end;
   }
 }
@@ -123,34 +123,59 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
     // Pass-through: send `data` untouched; scan a copy of any unfinished
     // event joined with the new bytes.
     if (tail_.empty()) {
-      size_t done = ScanEvents(data, now, nullptr);
+      size_t done = ScanEvents(data, now);
       if (done < data.size() && data.size() - done <= kMaxHeldBytes)
         tail_.assign(data.substr(done));
     } else {
       tail_.append(data);
-      size_t done = ScanEvents(tail_, now, nullptr);
+      size_t done = ScanEvents(tail_, now);
       tail_.erase(0, done);
       if (tail_.size() > kMaxHeldBytes) tail_.clear();
     }
     return data;
   }
   // Stripping: complete events go out (minus the usage-only one); an
-  // unfinished event waits for its end.
-  out_.clear();
+  // unfinished event waits for its end. Until an event is dropped (once per
+  // stream) what goes out is a prefix of the bytes scanned, sent from where
+  // they are; only then are the kept events copied.
   std::string_view buf = data;
   if (!tail_.empty()) {
     tail_.append(data);
     buf = tail_;
   }
-  size_t done = ScanEvents(buf, now, &out_);
-  std::string rest(buf.substr(done));
-  tail_ = std::move(rest);
+  bool copying = false;
+  size_t done = 0;
+  for (;;) {
+    size_t end = EventEnd(buf, done);
+    if (end == std::string_view::npos) break;
+    std::string_view event = buf.substr(done, end - done);
+    bool keep = OnEvent(event, now);
+    if (!keep && !copying) {
+      out_.assign(buf.substr(0, done));
+      copying = true;
+    } else if (keep && copying) {
+      out_.append(event);
+    }
+    done = end;
+  }
+  std::string_view result = copying ? std::string_view(out_) : buf.substr(0, done);
+  if (buf.data() == tail_.data()) {
+    if (!copying) {  // tail_ changes below: keep what goes out
+      out_.assign(result);
+      result = out_;
+    }
+    tail_.erase(0, done);
+  } else {
+    tail_.assign(buf.substr(done));
+  }
   if (tail_.size() > kMaxHeldBytes) {  // not SSE after all: stop holding
+    if (result.data() != out_.data()) out_.assign(result);
     out_.append(tail_);
     tail_.clear();
     strip_usage_ = false;
+    result = out_;
   }
-  return out_;
+  return result;
 }
 
 std::string_view SseObserver::Finish() {

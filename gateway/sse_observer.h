@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,21 +42,24 @@ class SseObserver {
   bool usage_seen() const { return usage_seen_; }
   int64_t content_events() const { return content_events_; }
   /// Seconds between consecutive content events.
-  const std::vector<double>& token_gaps() const { return gaps_; }
+  std::span<const double> token_gaps() const { return gaps_; }
 
  private:
   /// Inspects one complete event; @return false to drop it.
   bool OnEvent(std::string_view event, Clock::time_point now);
   void ParseUsage(std::string_view json);
-  size_t ScanEvents(std::string_view buf, Clock::time_point now, std::string* out);
+  /// Inspects the complete events in `buf`; @return the bytes they span.
+  size_t ScanEvents(std::string_view buf, Clock::time_point now);
 
   static constexpr size_t kMaxHeldBytes = 1 << 20;
   static constexpr size_t kMaxJsonBody = 4 << 20;
 
   bool sse_;
   bool strip_usage_;
-  std::string tail_;  // unfinished event (copy), for scanning and, when stripping, sending
-  std::string out_;
+  // From the block cache like json_body_: a new observer per response, and
+  // std::string's growth from empty cost several mallocs per stream.
+  PooledString tail_;  // unfinished event (copy), for scanning and, when stripping, sending
+  PooledString out_;
   // Non-SSE bodies, for the usage object at the end; from the block cache,
   // since every non-streamed answer fills one (up to 511 bytes stay there).
   PooledString json_body_;
@@ -65,7 +69,7 @@ class SseObserver {
   int64_t completion_tokens_ = 0;
   int64_t content_events_ = 0;
   Clock::time_point last_event_{};
-  std::vector<double> gaps_;
+  std::vector<double, PooledAllocator<double>> gaps_;  // 64 fit one cached block
 };
 
 }  // namespace geogate::gateway

@@ -46,6 +46,25 @@ TEST_CASE("usage chunk the gateway asked for is stripped, and counted", "[sse]")
   CHECK(o.token_gaps()[0] == Approx(0.005));
 }
 
+TEST_CASE("stripping: events around the usage chunk in one read, and in three pieces", "[sse]") {
+  // Before the usage chunk the output is a view of the input; from it on, a
+  // copy of the kept events. Both, and the hand-over between held and new
+  // bytes, for cuts anywhere.
+  std::string all = Token(0) + Token(1) + kUsage + Token(2) + kDone;
+  std::string want = Token(0) + Token(1) + Token(2) + kDone;
+  SseObserver one(true, false);
+  CHECK(Run(one, {all}) == want);
+  CHECK(one.content_events() == 3);
+  for (size_t a = 1; a < all.size(); a += 3) {
+    for (size_t b = a + 1; b < all.size(); b += 5) {
+      SseObserver o(true, false);
+      INFO("cuts at " << a << " and " << b);
+      REQUIRE(Run(o, {all.substr(0, a), all.substr(a, b - a), all.substr(b)}) == want);
+      REQUIRE(o.usage_seen());
+    }
+  }
+}
+
 TEST_CASE("usage chunk the client asked for passes untouched", "[sse]") {
   SseObserver o(true, true);
   std::string all = Token(0) + Token(1) + kUsage + kDone;
