@@ -68,29 +68,10 @@ class Handler {
   bool on_document_begin(boost::system::error_code&) { return true; }
   bool on_document_end(boost::system::error_code&) { return true; }
 
-  bool on_object_begin(boost::system::error_code&) {
-    if (depth_ == 0) {
-      top_ = JsonTopLevel::kObject;
-    } else {
-      Report(Of(Value::Kind::kObject));
-    }
-    Open(/*object=*/true);
-    return true;
-  }
-  bool on_object_end(std::size_t, boost::system::error_code&) {
-    --depth_;
-    return true;
-  }
-  bool on_array_begin(boost::system::error_code&) {
-    if (depth_ == 0) top_ = JsonTopLevel::kNotObject;
-    Report(Of(Value::Kind::kArray));
-    Open(/*object=*/false);
-    return true;
-  }
-  bool on_array_end(std::size_t, boost::system::error_code&) {
-    --depth_;
-    return true;
-  }
+  bool on_object_begin(boost::system::error_code&) { return Open(/*object=*/true); }
+  bool on_array_begin(boost::system::error_code&) { return Open(/*object=*/false); }
+  bool on_object_end(std::size_t, boost::system::error_code&) { return Close(); }
+  bool on_array_end(std::size_t, boost::system::error_code&) { return Close(); }
 
   bool on_key_part(json::string_view s, std::size_t n, boost::system::error_code&) {
     if (depth_ > 2) return true;
@@ -147,9 +128,20 @@ class Handler {
   bool on_comment(json::string_view, boost::system::error_code&) { return true; }
 
  private:
-  void Open(bool object) {
+  // A container begins: at the top it decides the shape, below it is a
+  // member value like any other.
+  bool Open(bool object) {
+    if (depth_ == 0)
+      top_ = object ? JsonTopLevel::kObject : JsonTopLevel::kNotObject;
+    else
+      Report(Of(object ? Value::Kind::kObject : Value::Kind::kArray));
     if (depth_ < 3) is_object_[depth_] = object;
     ++depth_;
+    return true;
+  }
+  bool Close() {
+    --depth_;
+    return true;
   }
 
   // The path index of the value that starts now, if it is asked for.

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -23,8 +24,8 @@ constexpr std::array<JsonMemberPath, 4> kMembers = {{
 
 }  // namespace
 
-RequestBody RequestBody::Parse(std::string_view body, json::storage_ptr storage) {
-  RequestBody out(body, std::move(storage));
+RequestBody RequestBody::Parse(std::string_view body) {
+  RequestBody out(body);
   BodyFacts& f = out.facts_;
   // Each member is reported every time it appears; the last one counts, as
   // in the document Rewrite builds and in the backends' JSON parsers.
@@ -93,9 +94,12 @@ std::optional<PooledString> RequestBody::Rewrite(std::string_view canonical_mode
     return out;
   }
   // Otherwise re-serialise a document of the body (aliases, or a
-  // stream_options object to amend).
+  // stream_options object to amend), built in an arena on this stack
+  // frame: a typical chat request's document needs no allocation.
+  unsigned char first_block[4096];
+  json::monotonic_resource arena(first_block, sizeof first_block);
   boost::system::error_code ec;
-  json::value doc = json::parse(json::string_view(body_.data(), body_.size()), ec, storage_);
+  json::value doc = json::parse(json::string_view(body_.data(), body_.size()), ec, &arena);
   json::object* obj = doc.if_object();
   if (ec || obj == nullptr) return std::nullopt;  // not reached: Parse validated it
   if (rename) (*obj)["model"] = json::string(canonical_model.data(), canonical_model.size());

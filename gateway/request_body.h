@@ -7,8 +7,6 @@
 #include <string>
 #include <string_view>
 
-#include <boost/json/storage_ptr.hpp>
-
 #include "gateway/block_cache.h"
 
 namespace geogate::gateway {
@@ -26,10 +24,8 @@ class RequestBody {
  public:
   /// Validates `body` and reads the facts without building a document
   /// (gateway/json_members.h). Never throws. `body` must outlive this
-  /// object: Rewrite reads it again. A document, when Rewrite needs one,
-  /// lives in `storage` (the default heap when null); a request-scoped
-  /// monotonic arena saves the allocation per JSON node.
-  static RequestBody Parse(std::string_view body, boost::json::storage_ptr storage = {});
+  /// object: Rewrite reads it again.
+  static RequestBody Parse(std::string_view body);
 
   const BodyFacts& facts() const { return facts_; }
 
@@ -42,12 +38,10 @@ class RequestBody {
   std::optional<PooledString> Rewrite(std::string_view canonical_model, bool request_usage) const;
 
  private:
-  RequestBody(std::string_view body, boost::json::storage_ptr storage)
-      : body_(body), storage_(std::move(storage)) {}
+  explicit RequestBody(std::string_view body) : body_(body) {}
 
   BodyFacts facts_;
   std::string_view body_;
-  boost::json::storage_ptr storage_;
   bool has_stream_options_ = false;
 };
 

@@ -7,7 +7,6 @@
 
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/json/monotonic_resource.hpp>
 
 #include "gateway/budget_tracker.h"
 #include "gateway/headers.h"
@@ -195,14 +194,7 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
     }
   }
 
-  // The parsed body lives in an arena of this request: a typical chat
-  // request's document needs no allocation of its own. Its first block is
-  // a recycled worker buffer, not a local: a local array would live in
-  // this coroutine's frame and make it a 5 KiB heap block per request.
-  BufferPool::Lease arena_block = ctx.worker.arena_buffers().Take();
-  boost::json::monotonic_resource body_arena(reinterpret_cast<unsigned char*>(arena_block.data()),
-                                             arena_block.size());
-  RequestBody body = RequestBody::Parse(ctx.req.body(), &body_arena);
+  RequestBody body = RequestBody::Parse(ctx.req.body());
   switch (body.facts().status) {
     case BodyFacts::Status::kOk:
       break;

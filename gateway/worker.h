@@ -40,10 +40,6 @@ struct ListenerSpec {
 inline constexpr size_t kRelayBufferBytes = 16 * 1024;
 /// Idle relay buffers a worker keeps (4 MiB).
 inline constexpr size_t kRelayBuffersKept = 256;
-/// The first block of a request's JSON arena: enough for a typical chat
-/// request's parsed body.
-inline constexpr size_t kBodyArenaBytes = 4096;
-inline constexpr size_t kBodyArenasKept = 256;
 
 class Worker {
  public:
@@ -74,8 +70,6 @@ class Worker {
   AccessLogBuffer& access_log() { return log_; }
   /// 16 KiB relay buffers for proxied responses, recycled.
   BufferPool& relay_buffers() { return relay_buffers_; }
-  /// 4 KiB first blocks of request-body arenas, recycled.
-  BufferPool& arena_buffers() { return arena_buffers_; }
   /// Showback buckets of this worker; the server collects closed minutes.
   ShowbackLedger& showback_ledger() { return ledger_; }
   void Register(Session* s) { sessions_.insert(s); }
@@ -107,7 +101,6 @@ class Worker {
   WorkerMetrics metrics_;
   AccessLogBuffer log_;
   BufferPool relay_buffers_{kRelayBufferBytes, kRelayBuffersKept};
-  BufferPool arena_buffers_{kBodyArenaBytes, kBodyArenasKept};
   ShowbackLedger ledger_;
   absl::flat_hash_set<Session*> sessions_;
   std::unique_ptr<net::steady_timer> housekeeping_ = std::make_unique<net::steady_timer>(*ioc_);

@@ -83,21 +83,22 @@ TEST_CASE("json members: escaped and long strings and keys arrive whole", "[json
 }
 
 TEST_CASE("json members: the top level is classified and bad JSON rejected", "[json]") {
-  CHECK(Read("[1,2]", {{"", "model"}}).top == JsonTopLevel::kNotObject);
-  CHECK(Read("\"s\"", {{"", "model"}}).top == JsonTopLevel::kNotObject);
-  CHECK(Read("42", {{"", "model"}}).top == JsonTopLevel::kNotObject);
-  CHECK(Read("{}", {{"", "model"}}).top == JsonTopLevel::kObject);
-  CHECK(Read("{} \r\n\t", {{"", "model"}}).top == JsonTopLevel::kObject);
-  CHECK(Read("", {{"", "model"}}).top == JsonTopLevel::kInvalid);
-  CHECK(Read("{\"model\":", {{"", "model"}}).top == JsonTopLevel::kInvalid);
-  CHECK(Read("{\"a\":1} trailing", {{"", "model"}}).top == JsonTopLevel::kInvalid);
-  CHECK(Read("{\"a\":1}{}", {{"", "model"}}).top == JsonTopLevel::kInvalid);
-  CHECK(Read("{\"a\":1,}", {{"", "model"}}).top == JsonTopLevel::kInvalid);
-  CHECK(Read("{\"a\":01}", {{"", "model"}}).top == JsonTopLevel::kInvalid);
-  CHECK(Read("{\"a\":\"\x01\"}", {{"", "model"}}).top == JsonTopLevel::kInvalid);
-  CHECK(Read("{/*c*/}", {{"", "model"}}).top == JsonTopLevel::kInvalid);
+  auto top = [](const std::string& text) { return Read(text, {{"", "model"}}).top; };
+  CHECK(top("[1,2]") == JsonTopLevel::kNotObject);
+  CHECK(top("\"s\"") == JsonTopLevel::kNotObject);
+  CHECK(top("42") == JsonTopLevel::kNotObject);
+  CHECK(top("{}") == JsonTopLevel::kObject);
+  CHECK(top("{} \r\n\t") == JsonTopLevel::kObject);
+  CHECK(top("") == JsonTopLevel::kInvalid);
+  CHECK(top("{\"model\":") == JsonTopLevel::kInvalid);
+  CHECK(top("{\"a\":1} trailing") == JsonTopLevel::kInvalid);
+  CHECK(top("{\"a\":1}{}") == JsonTopLevel::kInvalid);
+  CHECK(top("{\"a\":1,}") == JsonTopLevel::kInvalid);
+  CHECK(top("{\"a\":01}") == JsonTopLevel::kInvalid);
+  CHECK(top("{\"a\":\"\x01\"}") == JsonTopLevel::kInvalid);
+  CHECK(top("{/*c*/}") == JsonTopLevel::kInvalid);
   std::string deep(40, '[');
-  CHECK(Read("{\"a\":" + deep + std::string(40, ']') + "}", {{"", "model"}}).top ==
+  CHECK(top("{\"a\":" + deep + std::string(40, ']') + "}") ==
         JsonTopLevel::kInvalid);  // deeper than Boost.JSON's default 32
 }
 
