@@ -1,6 +1,7 @@
 #include "gateway/request_body.h"
 
 #include <array>
+#include <functional>
 
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
@@ -30,7 +31,7 @@ RequestBody RequestBody::Parse(std::string_view body) {
   // Each member is reported every time it appears; the last one counts, as
   // in the document Rewrite builds and in the backends' JSON parsers.
   bool has_model = false, model_is_string = false;
-  f.model.clear();
+  f.model = {};
   boost::system::error_code ec;
   JsonTopLevel top = ReadJsonMembers(
       body, kMembers,
@@ -40,7 +41,7 @@ RequestBody RequestBody::Parse(std::string_view body) {
           case kModel:
             has_model = true;
             model_is_string = v.kind == JsonMemberValue::Kind::kString;
-            if (model_is_string) f.model.assign(v.text);
+            if (model_is_string) out.SetModel(v.text);
             break;
           case kStream:
             f.stream = is_bool && v.boolean;
@@ -73,6 +74,22 @@ RequestBody RequestBody::Parse(std::string_view body) {
         !has_model ? "you must provide a model parameter" : "'model' must be a non-empty string";
   }
   return out;
+}
+
+// The parser hands an unescaped string as a view of the input, which the
+// body outlives; anything else (escapes, a name split into parts) is
+// copied once.
+void RequestBody::SetModel(std::string_view name) {
+  std::less<const char*> before;
+  bool in_body = !before(name.data(), body_.data()) &&
+                 !before(body_.data() + body_.size(), name.data() + name.size());
+  if (in_body) {
+    facts_.model = name;
+    return;
+  }
+  if (!unescaped_model_) unescaped_model_ = std::make_unique<std::string>();
+  unescaped_model_->assign(name);
+  facts_.model = *unescaped_model_;
 }
 
 std::optional<PooledString> RequestBody::Rewrite(std::string_view canonical_model,

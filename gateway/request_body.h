@@ -3,6 +3,7 @@
 // model was named by an alias or usage reporting must be requested.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,7 +15,9 @@ namespace geogate::gateway {
 struct BodyFacts {
   enum class Status { kOk, kInvalidJson, kNotObject, kMissingModel };
   Status status = Status::kOk;
-  std::string model;
+  /// A view into the body, or into the RequestBody's own copy when the
+  /// name was written with escapes: no allocation for the common case.
+  std::string_view model;
   bool stream = false;
   bool include_usage = false;  // the client asked for the usage chunk
   std::string error;           // what was wrong, for the error message
@@ -39,10 +42,12 @@ class RequestBody {
 
  private:
   explicit RequestBody(std::string_view body) : body_(body) {}
+  void SetModel(std::string_view name);
 
   BodyFacts facts_;
   std::string_view body_;
   bool has_stream_options_ = false;
+  std::unique_ptr<std::string> unescaped_model_;  // only for names with escapes
 };
 
 }  // namespace geogate::gateway

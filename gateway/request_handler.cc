@@ -209,7 +209,7 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
   std::optional<size_t> model = ctx.cfg.FindModel(body.facts().model);
   if (!model || ctx.cfg.backends_by_model[*model].empty())
     co_return co_await Fail(ctx, ErrorKind::kModelNotFound,
-                            "The model '" + body.facts().model + "' does not exist");
+                            "The model '" + std::string(body.facts().model) + "' does not exist");
   ctx.model = *model;
 
   ResolveGeo(ctx);

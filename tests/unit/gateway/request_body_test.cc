@@ -21,6 +21,29 @@ TEST_CASE("body facts: model, stream and include_usage", "[body]") {
   CHECK_FALSE(plain.facts().include_usage);
 }
 
+TEST_CASE("body facts: the model name is a view of the body unless escaped", "[body]") {
+  std::string text = R"({"model":"meta-llama/Llama-3.1-70B-Instruct","messages":[]})";
+  auto b = RequestBody::Parse(text);
+  REQUIRE(b.facts().status == BodyFacts::Status::kOk);
+  CHECK(b.facts().model == "meta-llama/Llama-3.1-70B-Instruct");
+  CHECK(b.facts().model.data() == text.data() + text.find("meta-llama"));
+
+  // Escapes are decoded into the body's own copy, which survives a move.
+  std::string escaped = R"({"model":"meta-llama\/Llama-3.1-70B-Instruct"})";
+  auto e = RequestBody::Parse(escaped);
+  RequestBody moved = std::move(e);
+  REQUIRE(moved.facts().status == BodyFacts::Status::kOk);
+  CHECK(moved.facts().model == "meta-llama/Llama-3.1-70B-Instruct");
+  const char* m = moved.facts().model.data();
+  CHECK((m < escaped.data() || m >= escaped.data() + escaped.size()));
+
+  // The last of repeated members counts, escaped or not.
+  auto last = RequestBody::Parse(R"({"model":"a\u0062","model":"plain"})");
+  CHECK(last.facts().model == "plain");
+  auto last_escaped = RequestBody::Parse(R"({"model":"plain","model":"a\u0062"})");
+  CHECK(last_escaped.facts().model == "ab");
+}
+
 TEST_CASE("body facts: malformed bodies are classified", "[body]") {
   CHECK(RequestBody::Parse("").facts().status == BodyFacts::Status::kInvalidJson);
   CHECK(RequestBody::Parse("{\"model\":").facts().status == BodyFacts::Status::kInvalidJson);
