@@ -229,8 +229,10 @@ class ProxyCall {
   void AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds);
   size_t DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
                        boost::system::error_code& ec);
-  net::awaitable<boost::system::error_code> ReadUpstream(UpstreamConn& conn,
-                                                         ResponseParser& parser);
+  using ReadResult = std::tuple<boost::system::error_code, size_t>;
+  static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn);
+  static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
+                                                    ReadResult read);
 
   RequestContext& ctx_;
   const RequestBody& body_;
@@ -524,7 +526,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   boost::system::error_code body_ec;
   size_t first = parser->is_done() ? 0 : DrainBuffered(*conn, *parser, 0, body_ec);
   while (!body_ec && !parser->is_done() && first == 0) {
-    body_ec = co_await ReadUpstream(*conn, *parser);
+    ReadResult read = co_await ReadUpstream(*conn);
+    body_ec = TakeUpstreamRead(*conn, *parser, read);
     if (!body_ec) first = DrainBuffered(*conn, *parser, 0, body_ec);
   }
   if (body_ec) {
@@ -623,7 +626,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     if (!ec && got == 0 && !parser.is_done()) {
       watch_.Start();
       wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
-      ec = co_await ReadUpstream(conn, parser);
+      ReadResult read = co_await ReadUpstream(conn);
+      ec = TakeUpstreamRead(conn, parser, read);
       if (!ec) got = DrainBuffered(conn, parser, 0, ec);
     }
     if (ec && wd_.expired()) ec = beast::error::timeout;
@@ -715,29 +719,26 @@ size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size
 }
 
 // One read from the backend into the connection's buffer, straight from the
-// socket (TLS: the TLS stream): DrainBuffered parses it. The backend closing
-// the connection ends a close-delimited body, and cuts any other
-// (partial_message).
-net::awaitable<boost::system::error_code> ProxyCall::ReadUpstream(UpstreamConn& conn,
-                                                                  ResponseParser& parser) {
+// socket (TLS: the TLS stream): TakeUpstreamRead commits it, DrainBuffered
+// parses it. Not a coroutine: the caller awaits the read operation itself,
+// one coroutine frame fewer per relayed read.
+net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn) {
   auto space = conn.buffer.prepare(kUpstreamReadBytes);
-  boost::system::error_code ec;
-  size_t n = 0;
-  if (conn.stream.is_tls()) {
-    auto [e, got] = co_await conn.stream.async_read_some(space, kUseTuple);
-    ec = e;
-    n = got;
-  } else {
-    auto [e, got] = co_await conn.stream.lowest().socket().async_read_some(space, kUseTuple);
-    ec = e;
-    n = got;
-  }
+  if (conn.stream.is_tls()) return conn.stream.async_read_some(space, kUseTuple);
+  return conn.stream.lowest().socket().async_read_some(space, kUseTuple);
+}
+
+// The backend closing the connection ends a close-delimited body, and cuts
+// any other (partial_message).
+boost::system::error_code ProxyCall::TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
+                                                      ReadResult read) {
+  auto [ec, n] = read;
   conn.buffer.commit(n);
   if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
     ec = {};
     parser.put_eof(ec);
   }
-  co_return ec;
+  return ec;
 }
 
 // Writes the rest of `bufs` after the first `sent` bytes went at once
