@@ -6,6 +6,7 @@
 #include <span>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -231,6 +232,7 @@ class ProxyCall {
                        boost::system::error_code& ec);
   using ReadResult = std::tuple<boost::system::error_code, size_t>;
   static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn);
+  static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn, BulkQueue& bulk);
   static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
                                                     ReadResult read);
 
@@ -626,7 +628,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     if (!ec && got == 0 && !parser.is_done()) {
       watch_.Start();
       wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
-      ReadResult read = co_await ReadUpstream(conn);
+      ReadResult read = co_await ReadUpstream(conn, worker_.bulk());
       ec = TakeUpstreamRead(conn, parser, read);
       if (!ec) got = DrainBuffered(conn, parser, 0, ec);
     }
@@ -726,6 +728,15 @@ net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn
   auto space = conn.buffer.prepare(kUpstreamReadBytes);
   if (conn.stream.is_tls()) return conn.stream.async_read_some(space, kUseTuple);
   return conn.stream.lowest().socket().async_read_some(space, kUseTuple);
+}
+
+// The same, for a stream that already flows: its completion runs from the
+// worker's bulk queue, after what new requests have ready.
+net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn, BulkQueue& bulk) {
+  auto space = conn.buffer.prepare(kUpstreamReadBytes);
+  auto token = net::bind_executor(bulk.executor(), kUseTuple);
+  if (conn.stream.is_tls()) return conn.stream.async_read_some(space, token);
+  return conn.stream.lowest().socket().async_read_some(space, token);
 }
 
 // The backend closing the connection ends a close-delimited body, and cuts

@@ -28,6 +28,7 @@ Worker::~Worker() {
   // destructors unregister from sessions_), then the rest of the members.
   acceptors_.clear();
   housekeeping_.reset();
+  bulk_.Clear();  // relays that never ran: their coroutines end here
   pool_.Clear();
   ioc_.reset();
 }
@@ -72,19 +73,22 @@ void Worker::StopAccepting() {
   net::post(*ioc_, [this] {
     accepting_ = false;
     boost::system::error_code ec;
-    for (auto& [acceptor, spec] : acceptors_) acceptor.close(ec);
+    for (auto& [acceptor, spec] : acceptors_)
+      acceptor.close(ec);
     // Idle keep-alive connections close now; busy ones after their response.
     std::vector<Session*> idle;
     for (Session* s : sessions_)
       if (s->idle()) idle.push_back(s);
-    for (Session* s : idle) s->Close();
+    for (Session* s : idle)
+      s->Close();
   });
 }
 
 void Worker::CloseAll() {
   net::post(*ioc_, [this] {
     std::vector<Session*> all(sessions_.begin(), sessions_.end());
-    for (Session* s : all) s->Close();
+    for (Session* s : all)
+      s->Close();
   });
 }
 
@@ -123,9 +127,8 @@ net::awaitable<void> Worker::AcceptLoop(size_t index) {
       continue;
     }
     const auto& limits = (*runtime_)->config->gateway.limits;
-    if (limits.max_connections != 0 &&
-        shared_.open_connections.load(std::memory_order_relaxed) >=
-            static_cast<int64_t>(limits.max_connections)) {
+    if (limits.max_connections != 0 && shared_.open_connections.load(std::memory_order_relaxed) >=
+                                           static_cast<int64_t>(limits.max_connections)) {
       metrics_.connections_rejected++;
       continue;  // closes the socket
     }

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "gateway/access_log.h"
 #include "gateway/buffer_pool.h"
+#include "gateway/bulk_queue.h"
 #include "gateway/runtime.h"
 #include "gateway/server_shared.h"
 #include "gateway/showback_ledger.h"
@@ -70,6 +71,8 @@ class Worker {
   AccessLogBuffer& access_log() { return log_; }
   /// 16 KiB relay buffers for proxied responses, recycled.
   BufferPool& relay_buffers() { return relay_buffers_; }
+  /// Where relays of flowing streams run: after new requests' steps.
+  BulkQueue& bulk() { return bulk_; }
   /// Showback buckets of this worker; the server collects closed minutes.
   ShowbackLedger& showback_ledger() { return ledger_; }
   void Register(Session* s) { sessions_.insert(s); }
@@ -98,6 +101,7 @@ class Worker {
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
   PinnedRuntime runtime_;
   UpstreamPool pool_{*ioc_};
+  BulkQueue bulk_{*ioc_};
   WorkerMetrics metrics_;
   AccessLogBuffer log_;
   BufferPool relay_buffers_{kRelayBufferBytes, kRelayBuffersKept};
