@@ -107,6 +107,7 @@ void ReadUpstream(TableReader& gw, Draft& d) {
   t->SetInt("retry_budget_min", u.retry_budget_min, 0);
   t->SetInt("pool_max_idle", u.pool_max_idle, 0);
   t->SetMillis("pool_idle_timeout_ms", u.pool_idle_timeout, 1);
+  t->SetInt("relay_batch", u.relay_batch, 1, 4096);
   t->ReportUnknownKeys();
 }
 

@@ -25,8 +25,9 @@ namespace net = boost::asio;
 class BulkQueue {
  public:
   /// Relays run per pass of the worker's queue when streams back up: a
-  /// new request's step waits for at most this many.
-  static constexpr size_t kDefaultBatch = 32;
+  /// new request's step waits for at most this many
+  /// (`[gateway.upstream] relay_batch`).
+  static constexpr size_t kDefaultBatch = 16;
 
   explicit BulkQueue(net::io_context& ioc, size_t batch = kDefaultBatch)
       : ioc_(ioc), batch_(batch == 0 ? 1 : batch) {}
@@ -55,6 +56,7 @@ class BulkQueue {
   void Clear();
   size_t size() const { return size_; }
   size_t batch() const { return batch_; }
+  void set_batch(size_t batch) { batch_ = batch == 0 ? 1 : batch; }
 
   /// An Asio executor: a completion handler bound to it
   /// (net::bind_executor) runs from this queue.

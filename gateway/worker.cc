@@ -46,6 +46,7 @@ void Worker::AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec) {
 }
 
 void Worker::Start(RuntimeConstPtr runtime) {
+  bulk_.set_batch(runtime->config->gateway.upstream.relay_batch);
   runtime_ = std::make_shared<const RuntimeConstPtr>(std::move(runtime));
   for (size_t i = 0; i < acceptors_.size(); ++i)
     net::co_spawn(*ioc_, AcceptLoop(i), net::detached);
@@ -65,6 +66,7 @@ void Worker::Start(RuntimeConstPtr runtime) {
 
 void Worker::Publish(RuntimeConstPtr runtime) {
   net::post(*ioc_, [this, rt = std::move(runtime)]() mutable {
+    bulk_.set_batch(rt->config->gateway.upstream.relay_batch);
     runtime_ = std::make_shared<const RuntimeConstPtr>(std::move(rt));
   });
 }

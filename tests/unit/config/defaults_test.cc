@@ -50,6 +50,7 @@ address = "127.0.0.1:8080"
   CHECK(u.retry_budget_min == 3);
   CHECK(u.pool_max_idle == 64);
   CHECK(u.pool_idle_timeout == Millis(30000));
+  CHECK(u.relay_batch == 16);
 
   const Geo& geo = s.geo;
   CHECK(geo.database.empty());

@@ -1185,5 +1185,21 @@ client_ip = "proxy-protocol"
   CHECK(testing::HasWarning(r, "listener '127.0.0.1:0' has no proxy_protocol"));
 }
 
+TEST_CASE("relay_batch is bounded to 1..4096", "[config][errors]") {
+  for (const char* value : {"0", "4097"}) {
+    LoadResult r = Load(std::string(R"(
+[[gateway.listeners]]
+address = "127.0.0.1:0"
+[gateway.upstream]
+relay_batch = )") + value +
+                        "\n");
+    INFO(testing::Describe(r));
+    CHECK(HasError(
+        r, 4, 15,
+        std::string("'relay_batch' in [gateway.upstream] must be between 1 and 4096, got ") +
+            value));
+  }
+}
+
 }  // namespace
 }  // namespace geogate::config

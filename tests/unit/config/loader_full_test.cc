@@ -55,6 +55,7 @@ retry_budget_percent = 25
 retry_budget_min = 5
 pool_max_idle = 32
 pool_idle_timeout_ms = 15000
+relay_batch = 64
 
 [geo]
 database = "GeoLite2-City.mmdb"
@@ -248,6 +249,7 @@ TEST_CASE("the full example loads with every value as written", "[config][loader
   CHECK(u.retry_budget_min == 5);
   CHECK(u.pool_max_idle == 32);
   CHECK(u.pool_idle_timeout == Millis(15000));
+  CHECK(u.relay_batch == 64);
 
   const Geo& geo = s.geo;
   CHECK(geo.database == (f.dir.path() / "GeoLite2-City.mmdb").string());

@@ -30,6 +30,17 @@ TEST_CASE("bulk queue: handlers ready now run before the rest of a batch", "[bul
   // The first batch was scheduled before H was posted; c waits behind H.
   CHECK(order == "abHc");
   CHECK(q.size() == 0);
+
+  // The batch follows the config on reload; it is never 0.
+  q.set_batch(0);
+  CHECK(q.batch() == 1);
+  order.clear();
+  q.Push([&] { order += 'a'; });
+  q.Push([&] { order += 'b'; });
+  net::post(ioc, [&] { order += 'H'; });
+  ioc.restart();
+  ioc.run();
+  CHECK(order == "aHb");
 }
 
 TEST_CASE("bulk queue: an item queued by a running one waits for the next pass", "[bulk]") {
