@@ -231,8 +231,8 @@ class ProxyCall {
   size_t DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
                        boost::system::error_code& ec);
   using ReadResult = std::tuple<boost::system::error_code, size_t>;
-  static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn);
-  static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn, BulkQueue& bulk);
+  template <class Token>
+  static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn, Token token);
   static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
                                                     ReadResult read);
 
@@ -528,7 +528,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   boost::system::error_code body_ec;
   size_t first = parser->is_done() ? 0 : DrainBuffered(*conn, *parser, 0, body_ec);
   while (!body_ec && !parser->is_done() && first == 0) {
-    ReadResult read = co_await ReadUpstream(*conn);
+    ReadResult read = co_await ReadUpstream(*conn, kUseTuple);
     body_ec = TakeUpstreamRead(*conn, *parser, read);
     if (!body_ec) first = DrainBuffered(*conn, *parser, 0, body_ec);
   }
@@ -628,7 +628,10 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     if (!ec && got == 0 && !parser.is_done()) {
       watch_.Start();
       wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
-      ReadResult read = co_await ReadUpstream(conn, worker_.bulk());
+      // A stream that already flows: the read completes through the
+      // worker's bulk queue, after what new requests have ready.
+      ReadResult read =
+          co_await ReadUpstream(conn, net::bind_executor(worker_.bulk().executor(), kUseTuple));
       ec = TakeUpstreamRead(conn, parser, read);
       if (!ec) got = DrainBuffered(conn, parser, 0, ec);
     }
@@ -723,18 +726,11 @@ size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size
 // One read from the backend into the connection's buffer, straight from the
 // socket (TLS: the TLS stream): TakeUpstreamRead commits it, DrainBuffered
 // parses it. Not a coroutine: the caller awaits the read operation itself,
-// one coroutine frame fewer per relayed read.
-net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn) {
+// one coroutine frame fewer per relayed read. `token` is kUseTuple, or
+// kUseTuple bound to an executor that runs the completion.
+template <class Token>
+net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn, Token token) {
   auto space = conn.buffer.prepare(kUpstreamReadBytes);
-  if (conn.stream.is_tls()) return conn.stream.async_read_some(space, kUseTuple);
-  return conn.stream.lowest().socket().async_read_some(space, kUseTuple);
-}
-
-// The same, for a stream that already flows: its completion runs from the
-// worker's bulk queue, after what new requests have ready.
-net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn, BulkQueue& bulk) {
-  auto space = conn.buffer.prepare(kUpstreamReadBytes);
-  auto token = net::bind_executor(bulk.executor(), kUseTuple);
   if (conn.stream.is_tls()) return conn.stream.async_read_some(space, token);
   return conn.stream.lowest().socket().async_read_some(space, token);
 }
