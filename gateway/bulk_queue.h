@@ -2,10 +2,10 @@
 // already flow. Asio runs a worker's ready handlers in arrival order, so
 // under load a new request's next step waits behind every token relay that
 // became ready in the same pass. Completions bound to BulkQueue's executor
-// are queued here instead, and run at most `batch` at a time, each batch
-// after a pass of the worker's ready queue and its poll: everything else
-// (accepts, request heads, routing, the first byte of an answer) goes first,
-// and a new request waits for one batch, not for all streams.
+// are queued here instead, and run at most `batch` at a time, with a pass
+// of the worker's ready queue and one poll of its sockets between batches:
+// everything else (accepts, request heads, routing, the first byte of an
+// answer) waits for a batch or two, not for all streams.
 #pragma once
 
 #include <cstddef>
@@ -24,13 +24,9 @@ namespace net = boost::asio;
 
 class BulkQueue {
  public:
-  /// Relays run per pass of the worker's queue when streams back up: a
-  /// new request's step waits for at most this many
-  /// (`[gateway.upstream] relay_batch`).
-  static constexpr size_t kDefaultBatch = 16;
-
-  explicit BulkQueue(net::io_context& ioc, size_t batch = kDefaultBatch)
-      : ioc_(ioc), batch_(batch == 0 ? 1 : batch) {}
+  /// `batch`: items run per pass of the worker's queue when streams back
+  /// up (`[gateway.upstream] relay_batch`).
+  BulkQueue(net::io_context& ioc, size_t batch) : ioc_(ioc), batch_(batch == 0 ? 1 : batch) {}
   BulkQueue(const BulkQueue&) = delete;
   BulkQueue& operator=(const BulkQueue&) = delete;
   /// Destroys what never ran (with it, the coroutines waiting on it). A
@@ -72,7 +68,6 @@ class BulkQueue {
     static constexpr net::execution::blocking_t query(net::execution::blocking_t) noexcept {
       return net::execution::blocking.never;
     }
-    net::io_context& query(net::execution::context_t) const noexcept { return q_->ioc_; }
     bool operator==(const Executor& o) const noexcept { return q_ == o.q_; }
     bool operator!=(const Executor& o) const noexcept { return q_ != o.q_; }
 

@@ -101,7 +101,7 @@ class Worker {
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
   PinnedRuntime runtime_;
   UpstreamPool pool_{*ioc_};
-  BulkQueue bulk_{*ioc_};
+  BulkQueue bulk_{*ioc_, config::Upstream{}.relay_batch};  // Start sets the configured one
   WorkerMetrics metrics_;
   AccessLogBuffer log_;
   BufferPool relay_buffers_{kRelayBufferBytes, kRelayBuffersKept};

@@ -90,7 +90,7 @@ TEST_CASE("bulk queue: what never ran is destroyed, not run", "[bulk]") {
   auto alive = std::make_shared<int>(0);
   bool ran = false;
   {
-    BulkQueue q(ioc);
+    BulkQueue q(ioc, /*batch=*/16);
     q.Push([&ran, keep = alive] { ran = true; });
     q.Push([&ran, keep = alive] { ran = true; });
     CHECK(alive.use_count() == 3);
