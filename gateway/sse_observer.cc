@@ -89,7 +89,7 @@ bool SseObserver::OnEvent(std::string_view event, Clock::time_point now) {
                       data.find("\"text\"") != std::string_view::npos)) {
     ++content_events_;
     if (last_event_ != Clock::time_point{}) {
-      if (gaps_.empty()) gaps_.reserve(block_cache::kLargestBlock / sizeof(double));
+      if (gaps_.empty()) gaps_.reserve(64);  // one 512-byte block
       gaps_.push_back(std::chrono::duration<double>(now - last_event_).count());
     }
     last_event_ = now;
