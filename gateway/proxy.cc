@@ -235,6 +235,8 @@ class ProxyCall {
   static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn, Token token);
   static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
                                                     ReadResult read);
+  static boost::system::error_code TakeUpstreamHeadRead(UpstreamConn& conn, ResponseParser& parser,
+                                                        ReadResult read);
 
   RequestContext& ctx_;
   const RequestBody& body_;
@@ -486,10 +488,11 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     size_t sent = conn->stream.TrySendNow(request);
     if (sent != net::buffer_size(request))
       ec = co_await SendRest(conn->stream, request, sent, /*guard_idle=*/false);
-    if (!ec) {
-      auto [rec, rn] =
-          co_await http::async_read_header(conn->stream, conn->buffer, *parser, kUseTuple);
-      ec = rec;
+    // The head, read straight from the socket like the body below (Beast's
+    // composed read_header costs three more layers of handlers per read).
+    while (!ec && !parser->is_header_done()) {
+      ReadResult read = co_await ReadUpstream(*conn, kUseTuple);
+      ec = TakeUpstreamHeadRead(*conn, *parser, read);
     }
     if (!ec) break;
     watch_.Target(nullptr);
@@ -745,6 +748,28 @@ boost::system::error_code ProxyCall::TakeUpstreamRead(UpstreamConn& conn, Respon
     ec = {};
     parser.put_eof(ec);
   }
+  return ec;
+}
+
+// Commits a read of the response head and parses what the buffer holds, up
+// to the end of the head (body bytes stay buffered for DrainBuffered). The
+// errors are those of Beast's read_header: the backend closing before any
+// byte is end_of_stream (a stale pooled connection), within the head
+// partial_message; need_more only asks for the next read.
+boost::system::error_code ProxyCall::TakeUpstreamHeadRead(UpstreamConn& conn,
+                                                          ResponseParser& parser, ReadResult read) {
+  auto [ec, n] = read;
+  conn.buffer.commit(n);
+  if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
+    if (!parser.got_some()) return http::error::end_of_stream;
+    ec = {};
+    parser.put_eof(ec);
+    return ec;
+  }
+  if (ec) return ec;
+  size_t used = parser.put(conn.buffer.data(), ec);
+  conn.buffer.consume(used);
+  if (ec == http::error::need_more) ec = {};
   return ec;
 }
 

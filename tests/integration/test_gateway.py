@@ -8,8 +8,11 @@ import http.client
 import json
 import signal
 import socket
+import socketserver
+import threading
 import time
 import unittest
+from typing import Callable, Optional
 
 from gateway_harness import Gateway, GatewayConfig
 from harness import (GpuSim, SseStream, chat_body, make_tls_files, post_json, request, send_raw,
@@ -307,6 +310,128 @@ class FailureTest(GatewayTestCase):
         last = json.loads(events[-1])
         self.assertEqual(last["error"]["code"], "stream_interrupted")
         self.assertNotIn("[DONE]", events)
+
+
+class ScriptedBackend:
+    """A backend whose answers to completions are raw bytes a test scripts:
+    heads that arrive in pieces, malformed or cut short, and keep-alive
+    connections it closes without answering. Health probes get a 200."""
+
+    backend_name = "scripted"
+
+    def __init__(self, answer: Callable[[int], Optional[list[bytes]]]):
+        # answer(n): the pieces (sent 50 ms apart) for the n-th completion on
+        # a connection (1-based), or None to close the connection instead; an
+        # empty last piece closes it after the others.
+        self.answer = answer
+        self.completions = 0
+        self.connections = 0
+        backend = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                backend.connections += 1
+                rfile = self.request.makefile("rb")
+                n = 0
+                while True:
+                    head = b""
+                    while not head.endswith(b"\r\n\r\n"):
+                        line = rfile.readline()
+                        if not line:
+                            return
+                        head += line
+                    length = 0
+                    for line in head.split(b"\r\n"):
+                        if line.lower().startswith(b"content-length:"):
+                            length = int(line.split(b":", 1)[1])
+                    rfile.read(length)
+                    if not head.startswith(b"POST "):
+                        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                        continue
+                    n += 1
+                    backend.completions += 1
+                    pieces = backend.answer(n)
+                    if pieces is None:
+                        return  # closes the connection without a byte
+                    for i, piece in enumerate(pieces):
+                        if i:
+                            time.sleep(0.05)
+                        if not piece:
+                            return
+                        self.request.sendall(piece)
+
+        socketserver.ThreadingTCPServer.allow_reuse_address = True
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self, case: unittest.TestCase) -> "ScriptedBackend":
+        self.thread.start()
+        case.addCleanup(self.stop)
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def completion_answer(content: str = "hi") -> bytes:
+    body = json.dumps({"id": "c1", "object": "chat.completion", "model": MODEL,
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": content}}],
+                       "usage": {"prompt_tokens": 3, "completion_tokens": 1,
+                                 "total_tokens": 4}}).encode()
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+class UpstreamFramingTest(GatewayTestCase):
+    """The backend's response head, read straight from the socket: however it
+    arrives, a well-formed one is served, a bad one is a clean 502, and a
+    pooled connection the backend closed is retried on a fresh one."""
+
+    def gateway_for(self, backend: ScriptedBackend) -> Gateway:
+        cfg = GatewayConfig().region("r1").backend(backend, "r1")
+        return self.start_gateway(cfg)
+
+    def test_head_in_pieces(self):
+        answer = completion_answer("pieces")
+        cut = answer.index(b"Content-Length")
+        backend = ScriptedBackend(lambda n: [answer[:7], answer[7:cut], answer[cut:]]).start(self)
+        gw = self.gateway_for(backend)
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["choices"][0]["message"]["content"], "pieces")
+
+    def test_malformed_or_cut_head_is_502_and_the_gateway_keeps_serving(self):
+        answers = {"malformed": [b"HTTP/1.1 two hundred\r\n\r\n"],
+                   "cut": [b"HTTP/1.1 200 OK\r\nContent-Le", b""],  # then it closes
+                   "ok": [completion_answer("after")]}
+        mode = ["malformed"]
+        backend = ScriptedBackend(lambda n: answers[mode[0]]).start(self)
+        gw = self.gateway_for(backend)
+        for mode[0] in ("malformed", "cut"):
+            status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual((status, body["error"]["code"]), (502, "upstream_failed"), body)
+        mode[0] = "ok"
+        wait_until(lambda: gw.backend("scripted")["healthy"], 10)  # passive ejection lapses
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["choices"][0]["message"]["content"], "after")
+
+    def test_pooled_connection_closed_by_the_backend_is_retried_on_a_new_one(self):
+        # Each connection answers one completion; the next on it is closed
+        # unanswered, as by a backend whose keep-alive timeout just passed.
+        backend = ScriptedBackend(lambda n: [completion_answer(f"c{n}")] if n == 1 else None)
+        backend.start(self)
+        gw = self.gateway_for(backend)
+        for _ in range(3):
+            status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["choices"][0]["message"]["content"], "c1")
+        # At least one of the later two went to a pooled connection first.
+        self.assertGreaterEqual(backend.completions, 4)
 
 
 class DrainTest(GatewayTestCase):
