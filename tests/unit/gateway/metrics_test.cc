@@ -92,6 +92,31 @@ TEST_CASE("access log lines are one valid JSON object each", "[accesslog]") {
   CHECK(v.at("completion_tokens").as_int64() == 5);
 }
 
+TEST_CASE("access log lines with long strings are whole and valid", "[accesslog]") {
+  // Longer than the stack buffer a line is normally written in: written in
+  // place at the end of what the buffer already holds.
+  std::string path = "/v1/chat/completions?q=" + std::string(3000, 'p') + "\"\\\n";
+  std::string reason(2000, 'r');
+  AccessRecord r;
+  r.unix_ms = 1700000000123;
+  r.path = path;
+  r.route_reason = reason;
+  r.status = 200;
+  std::string buf = "previous line\n";
+  FormatAccessRecord(r, buf);
+  FormatAccessRecord(r, buf);
+  REQUIRE(buf.rfind("previous line\n", 0) == 0);
+  std::string_view rest(buf);
+  rest.remove_prefix(sizeof "previous line\n" - 1);
+  size_t nl = rest.find('\n');
+  REQUIRE(nl != std::string_view::npos);
+  CHECK(rest.substr(nl + 1) == std::string(rest.substr(0, nl + 1)));  // two equal lines
+  auto v = boost::json::parse(rest.substr(0, nl));
+  CHECK(v.at("path").as_string() == path);
+  CHECK(v.at("route").as_string() == reason);
+  CHECK(v.at("status").as_int64() == 200);
+}
+
 TEST_CASE("access log timestamps follow the clock across seconds and days", "[accesslog]") {
   // The seconds text is kept per thread for the current second: lines in
   // the same second, the next one, back in time and across a day must all

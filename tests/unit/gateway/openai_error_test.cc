@@ -82,6 +82,50 @@ TEST_CASE("JSON string escaping round-trips every byte and keeps clean runs whol
   CHECK(edges == R"("\"a\\")");
 }
 
+TEST_CASE("JSON string escaping finds a special byte at any place in a word", "[errors]") {
+  // WriteJsonString checks eight bytes at a time: put each kind of byte at
+  // every offset of strings longer and shorter than a word, and compare with
+  // the escape written byte by byte.
+  auto reference = [](std::string_view s) {
+    std::string out = "\"";
+    for (unsigned char u : s) {
+      if (u == '"' || u == '\\') {
+        out += '\\';
+        out += static_cast<char>(u);
+      } else if (u == '\n') {
+        out += "\\n";
+      } else if (u == '\r') {
+        out += "\\r";
+      } else if (u == '\t') {
+        out += "\\t";
+      } else if (u < 0x20) {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\u00";
+        out += kHex[u >> 4];
+        out += kHex[u & 0xf];
+      } else {
+        out += static_cast<char>(u);
+      }
+    }
+    return out + "\"";
+  };
+  const char specials[] = {'"', '\\', '\n', '\x01', '\x1f', '\x20', '\x21', '\x5b',
+                           '\x5d', '\x7f', '\x80', '\xff', 'a'};
+  for (size_t len = 1; len <= 27; ++len) {
+    for (size_t pos = 0; pos < len; ++pos) {
+      for (char c : specials) {
+        std::string s(len, 'x');
+        s[pos] = c;
+        if (pos + 9 < len) s[pos + 9] = '"';  // a second one in a later word
+        std::string out(JsonStringBound(s), '\0');
+        out.resize(static_cast<size_t>(WriteJsonString(out.data(), s) - out.data()));
+        INFO("len " << len << " pos " << pos << " byte " << static_cast<int>(c));
+        REQUIRE(out == reference(s));
+      }
+    }
+  }
+}
+
 TEST_CASE("the mid-stream error event is one SSE data event with stream_interrupted", "[errors]") {
   std::string ev = StreamErrorEvent("backend died");
   REQUIRE(ev.rfind("data: ", 0) == 0);
