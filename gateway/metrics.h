@@ -14,6 +14,8 @@
 
 #include "absl/container/flat_hash_map.h"
 
+#include "gateway/strings.h"
+
 namespace geogate::gateway {
 
 template <size_t N>
@@ -24,15 +26,12 @@ using LabelView = std::array<std::string_view, N>;
 template <size_t N>
 struct LabelHash {
   using is_transparent = void;
-  size_t operator()(const LabelView<N>& v) const {
-    size_t h = 0x9e3779b97f4a7c15ull;
-    for (std::string_view s : v) h = (h ^ std::hash<std::string_view>{}(s)) * 0x100000001b3ull;
-    return h;
-  }
+  size_t operator()(const LabelView<N>& v) const { return HashLabels(v); }
   size_t operator()(const Labels<N>& v) const { return (*this)(View(v)); }
   static LabelView<N> View(const Labels<N>& v) {
     LabelView<N> out;
-    for (size_t i = 0; i < N; ++i) out[i] = v[i];
+    for (size_t i = 0; i < N; ++i)
+      out[i] = v[i];
     return out;
   }
 };
@@ -60,13 +59,15 @@ class CounterVec {
     auto it = values_.find(labels);
     if (it == values_.end()) {
       Labels<N> key;
-      for (size_t i = 0; i < N; ++i) key[i] = std::string(labels[i]);
+      for (size_t i = 0; i < N; ++i)
+        key[i] = std::string(labels[i]);
       it = values_.emplace(std::move(key), 0.0).first;
     }
     it->second += v;
   }
   void MergeInto(CounterVec& out) const {
-    for (const auto& [k, v] : values_) out.Add(LabelHash<N>::View(k), v);
+    for (const auto& [k, v] : values_)
+      out.Add(LabelHash<N>::View(k), v);
   }
   const LabelMap<N, double>& values() const { return values_; }
 
@@ -93,13 +94,15 @@ class HistogramVec {
     auto it = values_.find(labels);
     if (it == values_.end()) {
       Labels<N> key;
-      for (size_t i = 0; i < N; ++i) key[i] = std::string(labels[i]);
+      for (size_t i = 0; i < N; ++i)
+        key[i] = std::string(labels[i]);
       HistogramData d;
       d.buckets.assign(bounds_->size() + 1, 0);
       it = values_.emplace(std::move(key), std::move(d)).first;
     }
     size_t b = 0;
-    while (b < bounds_->size() && v > (*bounds_)[b]) ++b;
+    while (b < bounds_->size() && v > (*bounds_)[b])
+      ++b;
     it->second.buckets[b]++;
     it->second.sum += v;
     it->second.count++;
@@ -112,7 +115,8 @@ class HistogramVec {
         out.values_.emplace(k, d);
         continue;
       }
-      for (size_t i = 0; i < d.buckets.size(); ++i) it->second.buckets[i] += d.buckets[i];
+      for (size_t i = 0; i < d.buckets.size(); ++i)
+        it->second.buckets[i] += d.buckets[i];
       it->second.sum += d.sum;
       it->second.count += d.count;
     }
@@ -137,7 +141,8 @@ class PromWriter {
   template <size_t N>
   void Counter(std::string_view name, const std::array<const char*, N>& label_names,
                const CounterVec<N>& c) {
-    for (const auto& [k, v] : c.values()) SampleN(name, label_names.data(), k.data(), N, v);
+    for (const auto& [k, v] : c.values())
+      SampleN(name, label_names.data(), k.data(), N, v);
   }
   template <size_t N>
   void Histogram(std::string_view name, const std::array<const char*, N>& label_names,
@@ -149,12 +154,10 @@ class PromWriter {
   std::string Take() { return std::move(out_); }
 
  private:
-  void SampleN(std::string_view name, const char* const* names, const std::string* values,
-               size_t n, double v, std::string_view extra_name = {},
-               std::string_view extra_value = {});
-  void HistogramSamples(std::string_view name, const char* const* names,
-                        const std::string* values, size_t n, const std::vector<double>& bounds,
-                        const HistogramData& d);
+  void SampleN(std::string_view name, const char* const* names, const std::string* values, size_t n,
+               double v, std::string_view extra_name = {}, std::string_view extra_value = {});
+  void HistogramSamples(std::string_view name, const char* const* names, const std::string* values,
+                        size_t n, const std::vector<double>& bounds, const HistogramData& d);
   std::string out_;
 };
 

@@ -1,16 +1,14 @@
 #include "gateway/showback_ledger.h"
 
 #include <algorithm>
-#include <functional>
 #include <limits>
+
+#include "gateway/strings.h"
 
 namespace geogate::gateway {
 
 size_t ShowbackLedger::Hash::operator()(const KeyView& k) const {
-  size_t h = std::hash<int64_t>{}(k.minute_ms) ^ 0x9e3779b97f4a7c15ull;
-  for (std::string_view s : k.dims)
-    h = (h ^ std::hash<std::string_view>{}(s)) * 0x100000001b3ull;
-  return h;
+  return HashLabels(k.dims, static_cast<size_t>(k.minute_ms));
 }
 
 void ShowbackLedger::Add(const ShowbackRecord& record) {
