@@ -37,8 +37,8 @@ char* WriteFixed(char* dst, double v, int digits) {
     double scaled = v * static_cast<double>(scale);
     double whole = std::floor(scaled);
     double frac = scaled - whole;
-    // 4 to 8 ulps of `scaled`: where an ulp nears a half (scaled >= 2^51)
-    // nothing passes, and those go to to_chars.
+    // 4 to 8 ulps of `scaled`; from 2^49 on that is half a unit or more,
+    // nothing passes, and such values go to to_chars.
     double margin = std::max(scaled, 1.0) * 0x1p-50;
     if (std::fabs(frac - 0.5) > margin) {
       int64_t n = static_cast<int64_t>(whole) + (frac > 0.5 ? 1 : 0);

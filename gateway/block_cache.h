@@ -67,7 +67,7 @@ struct Drain {
     for (std::size_t c = 0; c < kClassBytes.size(); ++c) {
       while (FreeBlock* b = t_lists.head[c]) {
         t_lists.head[c] = b->next;
-        ::operator delete(b, kClassBytes[c]);
+        ::operator delete(b);
       }
       t_lists.count[c] = 0;
     }
@@ -95,12 +95,12 @@ inline void* Allocate(std::size_t bytes) {
 inline void Deallocate(void* p, std::size_t bytes) noexcept {
   int c = detail::ClassOf(bytes);
   if (c < 0) {
-    ::operator delete(p, bytes);
+    ::operator delete(p);
     return;
   }
   detail::Lists& l = detail::t_lists;
   if (l.closed || l.count[c] >= kMaxCachedBytes / kClassBytes[c]) {
-    ::operator delete(p, kClassBytes[c]);
+    ::operator delete(p);
     return;
   }
   if (!l.registered) {
