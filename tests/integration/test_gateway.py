@@ -411,7 +411,8 @@ class UpstreamFramingTest(GatewayTestCase):
         mode = ["malformed"]
         backend = ScriptedBackend(lambda n: answers[mode[0]]).start(self)
         gw = self.gateway_for(backend)
-        for mode[0] in ("malformed", "cut"):
+        for bad in ("malformed", "cut"):
+            mode[0] = bad
             status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
             self.assertEqual((status, body["error"]["code"]), (502, "upstream_failed"), body)
         mode[0] = "ok"
