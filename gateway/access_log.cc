@@ -81,10 +81,31 @@ class LineWriter {
     std::memcpy(p_, s, N - 1);
     p_ += N - 1;
   }
-  void String(std::string_view v) { p_ = WriteJsonString(p_, v); }
-  void Integer(int64_t v) { p_ = std::to_chars(p_, p_ + kNumberBytes, v).ptr; }
+  // A member: `key` is its whole literal prefix, e.g. R"(,"edge":)".
+  template <size_t N>
+  void String(const char (&key)[N], std::string_view v) {
+    Text(key);
+    p_ = WriteJsonString(p_, v);
+  }
+  template <size_t N>
+  void Integer(const char (&key)[N], int64_t v) {
+    Text(key);
+    p_ = std::to_chars(p_, p_ + kNumberBytes, v).ptr;
+  }
   // Same text as "%.<digits>f" (0 to 8 digits): see WriteFixed.
-  void Fixed(double v, int digits) { p_ = WriteFixed(p_, v, digits); }
+  template <size_t N>
+  void Fixed(const char (&key)[N], double v, int digits) {
+    Text(key);
+    p_ = WriteFixed(p_, v, digits);
+  }
+  template <size_t N>
+  void Bool(const char (&key)[N], bool v) {
+    Text(key);
+    if (v)
+      Text("true");
+    else
+      Text("false");
+  }
 
   // "2026-11-30T22:55:04.123Z". The text up to the seconds changes once a
   // second, so each thread keeps it for the current second: gmtime_r takes
@@ -144,78 +165,41 @@ size_t LineBound(const AccessRecord& r) {
 void WriteAccessRecord(const AccessRecord& r, LineWriter& w) {
   w.Text(R"({"ts":")");
   w.Timestamp(r.unix_ms);
-  w.Text(R"(","request_id":)");
-  w.String(r.request_id);
-  w.Text(R"(,"edge":)");
-  w.String(r.edge);
-  w.Text(R"(,"client_ip":)");
-  w.String(r.client_ip);
-  w.Text(R"(,"method":)");
-  w.String(r.method);
-  w.Text(R"(,"path":)");
-  w.String(r.path);
-  w.Text(R"(,"model":)");
-  w.String(r.model);
-  if (!r.tenant.empty()) {
-    w.Text(R"(,"tenant":)");
-    w.String(r.tenant);
-  }
-  w.Text(R"(,"status":)");
-  w.Integer(r.status);
-  if (!r.error_code.empty()) {
-    w.Text(R"(,"error":)");
-    w.String(r.error_code);
-  }
-  w.Text(R"(,"backend":)");
-  w.String(r.backend);
-  w.Text(R"(,"region":)");
-  w.String(r.region);
-  if (r.stream)
-    w.Text(R"(,"stream":true)");
-  else
-    w.Text(R"(,"stream":false)");
+  w.String(R"(","request_id":)", r.request_id);
+  w.String(R"(,"edge":)", r.edge);
+  w.String(R"(,"client_ip":)", r.client_ip);
+  w.String(R"(,"method":)", r.method);
+  w.String(R"(,"path":)", r.path);
+  w.String(R"(,"model":)", r.model);
+  if (!r.tenant.empty()) w.String(R"(,"tenant":)", r.tenant);
+  w.Integer(R"(,"status":)", r.status);
+  if (!r.error_code.empty()) w.String(R"(,"error":)", r.error_code);
+  w.String(R"(,"backend":)", r.backend);
+  w.String(R"(,"region":)", r.region);
+  w.Bool(R"(,"stream":)", r.stream);
   if (r.ttft_ms >= 0) {
-    w.Text(R"(,"ttft_ms":)");
-    w.Fixed(r.ttft_ms, 3);
+    w.Fixed(R"(,"ttft_ms":)", r.ttft_ms, 3);
   } else {
     w.Text(R"(,"ttft_ms":null)");
   }
-  w.Text(R"(,"duration_ms":)");
-  w.Fixed(r.duration_ms, 3);
-  w.Text(R"(,"bytes_in":)");
-  w.Integer(static_cast<int64_t>(r.bytes_in));
-  w.Text(R"(,"bytes_out":)");
-  w.Integer(static_cast<int64_t>(r.bytes_out));
-  w.Text(R"(,"attempts":)");
-  w.Integer(r.attempts);
-  w.Text(R"(,"route":)");
-  w.String(r.route_reason);
-  w.Text(R"(,"residency":{"country":)");
-  w.String(r.country);
-  w.Text(R"(,"continent":)");
-  w.String(r.continent);
-  w.Text(R"(,"rule":)");
-  w.String(r.rule);
-  w.Text(R"(,"allowed":)");
-  w.String(r.allowed);
-  w.Text(R"(,"policy":)");
-  w.String(r.policy_hash);
-  w.Text(R"(,"geo_epoch":)");
-  w.Integer(static_cast<int64_t>(r.geo_epoch));
+  w.Fixed(R"(,"duration_ms":)", r.duration_ms, 3);
+  w.Integer(R"(,"bytes_in":)", static_cast<int64_t>(r.bytes_in));
+  w.Integer(R"(,"bytes_out":)", static_cast<int64_t>(r.bytes_out));
+  w.Integer(R"(,"attempts":)", r.attempts);
+  w.String(R"(,"route":)", r.route_reason);
+  w.String(R"(,"residency":{"country":)", r.country);
+  w.String(R"(,"continent":)", r.continent);
+  w.String(R"(,"rule":)", r.rule);
+  w.String(R"(,"allowed":)", r.allowed);
+  w.String(R"(,"policy":)", r.policy_hash);
+  w.Integer(R"(,"geo_epoch":)", static_cast<int64_t>(r.geo_epoch));
   w.Text("}");
   if (r.prompt_tokens >= 0) {
-    w.Text(R"(,"prompt_tokens":)");
-    w.Integer(r.prompt_tokens);
-    w.Text(R"(,"completion_tokens":)");
-    w.Integer(r.completion_tokens);
-    if (r.tokens_estimated)
-      w.Text(R"(,"tokens_estimated":true)");
-    else
-      w.Text(R"(,"tokens_estimated":false)");
-    w.Text(R"(,"gpu_seconds":)");
-    w.Fixed(r.gpu_seconds, 6);
-    w.Text(R"(,"cost":)");
-    w.Fixed(r.cost, 8);
+    w.Integer(R"(,"prompt_tokens":)", r.prompt_tokens);
+    w.Integer(R"(,"completion_tokens":)", r.completion_tokens);
+    w.Bool(R"(,"tokens_estimated":)", r.tokens_estimated);
+    w.Fixed(R"(,"gpu_seconds":)", r.gpu_seconds, 6);
+    w.Fixed(R"(,"cost":)", r.cost, 8);
   }
   w.Text("}\n");
 }
