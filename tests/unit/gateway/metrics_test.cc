@@ -122,6 +122,44 @@ TEST_CASE("access log lines with long strings are whole and valid", "[accesslog]
   CHECK(v.at("status").as_int64() == 200);
 }
 
+TEST_CASE("access log lines fit their bound with every member at its widest", "[accesslog]") {
+  // Every string member made of bytes that are escaped six to one, every
+  // optional member on and the numbers at their longest: the line is sized
+  // from the same member list it is written from, so none of this may write
+  // past the memory given to it (the ASan build checks), at sizes on both
+  // sides of the stack buffer.
+  for (size_t len : {size_t{0}, size_t{1}, size_t{60}, size_t{300}, size_t{2000}}) {
+    std::string s(len, '\x01');
+    AccessRecord r;
+    r.unix_ms = INT64_C(253402300799999);  // 9999-12-31T23:59:59.999Z
+    for (std::string_view* m : {&r.request_id, &r.edge, &r.client_ip, &r.method, &r.path,
+                                &r.model, &r.tenant, &r.error_code, &r.backend, &r.region,
+                                &r.route_reason, &r.country, &r.continent, &r.rule, &r.allowed,
+                                &r.policy_hash})
+      *m = s;
+    r.status = 4294967295u;
+    r.stream = true;
+    r.ttft_ms = 9.9e49;
+    r.duration_ms = -9.9e49;
+    r.bytes_in = r.bytes_out = r.geo_epoch = INT64_MAX;  // written as signed numbers
+    r.attempts = 4294967295u;
+    r.prompt_tokens = r.completion_tokens = INT64_MAX;
+    r.tokens_estimated = true;
+    r.gpu_seconds = 9.9e49;
+    r.cost = -9.9e49;
+    std::string line;
+    FormatAccessRecord(r, line);
+    REQUIRE(line.back() == '\n');
+    auto v = boost::json::parse(line);
+    CHECK(v.at("ts").as_string() == "9999-12-31T23:59:59.999Z");
+    if (len > 0) CHECK(v.at("tenant").as_string() == s);  // left out when empty
+    CHECK(v.at("residency").at("policy").as_string() == s);
+    CHECK(v.at("bytes_out").as_int64() == INT64_MAX);
+    CHECK(std::abs(v.at("cost").as_double() / -9.9e49 - 1) < 1e-9);
+    CHECK(v.at("tokens_estimated").as_bool());
+  }
+}
+
 TEST_CASE("access log fixed-point numbers are printf's text", "[accesslog]") {
   // WriteFixed takes an integer shortcut when it cannot round differently
   // from std::to_chars (printf's "%.Nf"); compare them on values of every
