@@ -696,7 +696,10 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   }
   wd_.Disarm();
   AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - sent_at_).count());
-  upstream_reusable = parser.keep_alive();
+  // Bytes the backend sent past the end of its response are not an answer
+  // to anything the gateway asked, and would be parsed as the answer to the
+  // next request on the connection: such a connection is not pooled.
+  upstream_reusable = parser.keep_alive() && conn.buffer.size() == 0;
   r.keep_alive = keep_alive;
   co_return r;
 }

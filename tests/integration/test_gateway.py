@@ -434,6 +434,20 @@ class UpstreamFramingTest(GatewayTestCase):
         # At least one of the later two went to a pooled connection first.
         self.assertGreaterEqual(backend.completions, 4)
 
+    def test_bytes_after_a_response_are_not_the_next_answer(self):
+        # The first answer on each connection comes with a second, unasked
+        # one in the same write. The gateway must not keep that connection
+        # and serve the stray answer to the next request.
+        backend = ScriptedBackend(
+            lambda n: [completion_answer("first") + completion_answer("stray")] if n == 1
+            else [completion_answer(f"later{n}")]).start(self)
+        gw = self.gateway_for(backend)
+        for _ in range(3):
+            status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["choices"][0]["message"]["content"], "first")
+        self.assertEqual(backend.completions, 3)
+
 
 class DrainTest(GatewayTestCase):
     def test_sigterm_lets_an_in_flight_stream_finish_then_exits_zero(self):
