@@ -132,10 +132,9 @@ TEST_CASE("access log lines fit their bound with every member at its widest", "[
     std::string s(len, '\x01');
     AccessRecord r;
     r.unix_ms = INT64_C(253402300799999);  // 9999-12-31T23:59:59.999Z
-    for (std::string_view* m : {&r.request_id, &r.edge, &r.client_ip, &r.method, &r.path,
-                                &r.model, &r.tenant, &r.error_code, &r.backend, &r.region,
-                                &r.route_reason, &r.country, &r.continent, &r.rule, &r.allowed,
-                                &r.policy_hash})
+    for (std::string_view* m : {&r.request_id, &r.edge, &r.client_ip, &r.method, &r.path, &r.model,
+                                &r.tenant, &r.error_code, &r.backend, &r.region, &r.route_reason,
+                                &r.country, &r.continent, &r.rule, &r.allowed, &r.policy_hash})
       *m = s;
     r.status = 4294967295u;
     r.stream = true;
