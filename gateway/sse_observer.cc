@@ -1,21 +1,11 @@
 #include "gateway/sse_observer.h"
 
 #include "gateway/json_members.h"
+#include "gateway/sse_scan.h"
 
 namespace geogate::gateway {
 
 namespace {
-
-// Finds the end of the next event in `buf` from `pos`: the index just past
-// its blank line ("\n\n" or "\r\n\r\n"), or npos.
-size_t EventEnd(std::string_view buf, size_t pos) {
-  for (size_t i = pos; i + 1 < buf.size(); ++i) {
-    if (buf[i] != '\n') continue;
-    if (buf[i + 1] == '\n') return i + 2;
-    if (buf[i + 1] == '\r' && i + 2 < buf.size() && buf[i + 2] == '\n') return i + 3;
-  }
-  return std::string_view::npos;
-}
 
 // The payload of the event's data lines (joined with '\n' per the SSE spec).
 std::string_view DataOf(std::string_view event, std::string& scratch) {
@@ -77,16 +67,15 @@ bool SseObserver::OnEvent(std::string_view event, Clock::time_point now) {
   std::string scratch;
   std::string_view data = DataOf(event, scratch);
   if (data.empty() || data == "[DONE]") return true;
-  bool has_usage = data.find("\"usage\"") != std::string_view::npos;
+  SseEventKeys keys = FindSseEventKeys(data);
   bool usage_only = false;
-  if (has_usage) {
+  if (keys.usage) {
     bool before = usage_seen_;
     ParseUsage(data);
     // The usage-only chunk has an empty choices array.
-    usage_only = usage_seen_ && !before && data.find("\"choices\":[]") != std::string_view::npos;
+    usage_only = usage_seen_ && !before && keys.empty_choices;
   }
-  if (!usage_only && (data.find("\"content\"") != std::string_view::npos ||
-                      data.find("\"text\"") != std::string_view::npos)) {
+  if (!usage_only && keys.content) {
     ++content_events_;
     if (last_event_ != Clock::time_point{}) {
       if (gaps_.empty()) gaps_.reserve(64);  // one 512-byte block
@@ -100,7 +89,7 @@ bool SseObserver::OnEvent(std::string_view event, Clock::time_point now) {
 size_t SseObserver::ScanEvents(std::string_view buf, Clock::time_point now) {
   size_t pos = 0;
   for (;;) {
-    size_t end = EventEnd(buf, pos);
+    size_t end = SseEventEnd(buf, pos);
     if (end == std::string_view::npos) return pos;
     OnEvent(buf.substr(pos, end - pos), now);
     pos = end;
@@ -146,7 +135,7 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
   bool copying = false;
   size_t done = 0;
   for (;;) {
-    size_t end = EventEnd(buf, done);
+    size_t end = SseEventEnd(buf, done);
     if (end == std::string_view::npos) break;
     std::string_view event = buf.substr(done, end - done);
     bool keep = OnEvent(event, now);
