@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,22 +91,13 @@ template <size_t N>
 class HistogramVec {
  public:
   explicit HistogramVec(const std::vector<double>& bounds = LatencyBuckets()) : bounds_(&bounds) {}
-  void Observe(const LabelView<N>& labels, double v) {
-    auto it = values_.find(labels);
-    if (it == values_.end()) {
-      Labels<N> key;
-      for (size_t i = 0; i < N; ++i)
-        key[i] = std::string(labels[i]);
-      HistogramData d;
-      d.buckets.assign(bounds_->size() + 1, 0);
-      it = values_.emplace(std::move(key), std::move(d)).first;
-    }
-    size_t b = 0;
-    while (b < bounds_->size() && v > (*bounds_)[b])
-      ++b;
-    it->second.buckets[b]++;
-    it->second.sum += v;
-    it->second.count++;
+  void Observe(const LabelView<N>& labels, double v) { Add(Series(labels), v); }
+  /// Many values of one series, looked up once (a stream's token gaps).
+  void ObserveAll(const LabelView<N>& labels, std::span<const double> vs) {
+    if (vs.empty()) return;
+    HistogramData& d = Series(labels);
+    for (double v : vs)
+      Add(d, v);
   }
   void MergeInto(HistogramVec& out) const {
     for (const auto& [k, d] : values_) {
@@ -125,6 +117,27 @@ class HistogramVec {
   const LabelMap<N, HistogramData>& values() const { return values_; }
 
  private:
+  HistogramData& Series(const LabelView<N>& labels) {
+    auto it = values_.find(labels);
+    if (it == values_.end()) {
+      Labels<N> key;
+      for (size_t i = 0; i < N; ++i)
+        key[i] = std::string(labels[i]);
+      HistogramData d;
+      d.buckets.assign(bounds_->size() + 1, 0);
+      it = values_.emplace(std::move(key), std::move(d)).first;
+    }
+    return it->second;
+  }
+  void Add(HistogramData& d, double v) const {
+    size_t b = 0;
+    while (b < bounds_->size() && v > (*bounds_)[b])
+      ++b;
+    d.buckets[b]++;
+    d.sum += v;
+    d.count++;
+  }
+
   const std::vector<double>* bounds_;
   LabelMap<N, HistogramData> values_;
 };

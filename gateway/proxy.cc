@@ -834,8 +834,7 @@ void ProxyCall::CountClientBytes(size_t n) {
 void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds) {
   const config::Backend& b = ctx_.cfg.backends[backend];
   WorkerMetrics& m = worker_.metrics();
-  for (double gap : sse.token_gaps())
-    m.token_gap.Observe({b.name}, gap);
+  m.token_gap.ObserveAll({b.name}, sse.token_gaps());
   ctx_.prompt_tokens = sse.prompt_tokens();
   ctx_.completion_tokens = sse.completion_tokens();
   ctx_.tokens_estimated = sse.estimated();

@@ -44,6 +44,21 @@ TEST_CASE("histograms bucket, sum and merge", "[metrics]") {
   CHECK(d.buckets.back() == 1);
 }
 
+TEST_CASE("histograms: many values of one series at once, as one at a time", "[metrics]") {
+  HistogramVec<1> one(LatencyBuckets()), all(LatencyBuckets());
+  std::vector<double> gaps = {0.0001, 0.003, 0.003, 0.07, 2.5, 1e9};
+  for (double g : gaps)
+    one.Observe({"b"}, g);
+  all.ObserveAll({"b"}, gaps);
+  all.ObserveAll({"c"}, {});  // nothing to observe: no series either
+  const HistogramData& a = one.values().find(LabelView<1>{"b"})->second;
+  const HistogramData& b = all.values().find(LabelView<1>{"b"})->second;
+  CHECK(b.count == a.count);
+  CHECK(b.sum == a.sum);
+  CHECK(b.buckets == a.buckets);
+  CHECK(all.values().size() == 1);
+}
+
 TEST_CASE("Prometheus text: families, escaping, cumulative buckets", "[metrics]") {
   PromWriter w;
   CounterVec<1> c;
