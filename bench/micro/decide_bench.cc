@@ -1,15 +1,21 @@
 // Per-request cost of backend selection (routing::Decide) for a model served
 // by 8 and by 64 backends, every one healthy and measured, mixed tiers and
-// GPUs, some loaded: the whole path of DESIGN.md §7 runs each time.
+// GPUs, some loaded: the whole path of DESIGN.md §7 runs each time. And of
+// the residency decision before it (routing::DecideResidency) for a client
+// that a rule governs, one that no rule matches, and one that narrows.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "config/loader.h"
 #include "routing/decide.h"
+#include "routing/residency.h"
 
 namespace {
 
@@ -17,6 +23,7 @@ using geogate::config::LoadString;
 using geogate::config::SnapshotConstPtr;
 using geogate::routing::BackendObservation;
 using geogate::routing::Decide;
+using geogate::routing::DecideResidency;
 using geogate::routing::Decision;
 using geogate::routing::HealthView;
 using geogate::routing::RequestFacts;
@@ -34,12 +41,27 @@ gpu_preference = ["L4", "T4", "H100"]
   const char* gpus[] = {"L4", "H100", "T4", "A10"};
   const char* tiers[] = {"reserved", "on-demand", "on-demand", "spot"};
   for (int r = 0; r < 8; ++r)
-    absl::StrAppend(&toml, "[[regions]]\nname = \"r", r, "\"\njurisdiction = \"EU\"\n",
-                    "location = { lat = ", 40 + r, ", lon = ", -10 + 4 * r, " }\n");
+    absl::StrAppend(&toml, "[[regions]]\nname = \"r", r, "\"\njurisdiction = \"",
+                    r < 4 ? "EU" : "US", "\"\n", "location = { lat = ", 40 + r,
+                    ", lon = ", -10 + 4 * r, " }\n");
   for (int b = 0; b < backends; ++b)
     absl::StrAppend(&toml, "[[backends]]\nname = \"b", b, "\"\nregion = \"r", b % 8,
                     "\"\nurl = \"http://10.0.0.", b + 1, ":8000\"\nmodels = [\"m\"]\n", "gpu = \"",
                     gpus[b % 4], "\"\ntier = \"", tiers[(b / 3) % 4], "\"\ncapacity = 32\n");
+  absl::StrAppend(&toml, R"(
+[[residency]]
+name = "ch"
+countries = ["CH"]
+allow_regions = ["r0"]
+[[residency]]
+name = "eu"
+continents = ["EU"]
+allow_jurisdictions = ["EU"]
+[[residency]]
+name = "us"
+countries = ["US", "CA"]
+allow_jurisdictions = ["US"]
+)");
   auto r = LoadString(toml, "bench.toml", "/tmp", [](const std::string&) { return std::nullopt; });
   if (!r.ok()) {
     for (const auto& e : r.errors)
@@ -106,6 +128,26 @@ void BM_ExpectedTtft(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ExpectedTtft);
+
+void BM_DecideResidency(benchmark::State& state, const char* country, const char* continent,
+                        std::optional<std::string_view> narrowing, std::string_view rule) {
+  SnapshotConstPtr snap = Fleet(8);
+  geogate::routing::GeoInfo geo;
+  geo.found = true;
+  std::memcpy(geo.country, country, 3);
+  std::memcpy(geo.continent, continent, 3);
+  if (DecideResidency(*snap, geo, nullptr, narrowing).RuleLabel(*snap) != rule) {
+    state.SkipWithError("not the decision this case is about");
+    return;
+  }
+  for (auto _ : state) {
+    auto d = DecideResidency(*snap, geo, nullptr, narrowing);
+    benchmark::DoNotOptimize(d);
+  }
+}
+BENCHMARK_CAPTURE(BM_DecideResidency, governed_DE, "DE", "EU", std::nullopt, "eu");
+BENCHMARK_CAPTURE(BM_DecideResidency, ungoverned_JP, "JP", "AS", std::nullopt, "none");
+BENCHMARK_CAPTURE(BM_DecideResidency, narrowed_DE_to_EU, "DE", "EU", std::string_view("EU"), "eu");
 
 }  // namespace
 
