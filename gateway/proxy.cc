@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gateway/block_cache.h"
 #include "gateway/headers.h"
+#include "gateway/relay_parse.h"
 #include "gateway/response_head.h"
 #include "gateway/showback_record.h"
 #include "gateway/sse_observer.h"
@@ -704,29 +705,11 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   co_return r;
 }
 
-// Parses what is already in the connection's buffer into the relay buffer
-// after its first `got` bytes, without reading from the socket, so tokens
-// that arrived together leave in one write instead of a read-and-write
-// round each. (A Beast read_some parses one element -- a chunk header, or
-// one chunk's data -- per call even when more is buffered; its eager mode
-// would wait for more bytes.) Stops at an incomplete element or a full
-// relay buffer; `ec` is set only for a malformed response. Returns the
-// relay buffer's new fill.
+// Parses what the connection's buffer holds into the relay buffer after
+// its first `got` bytes (see ParseBufferedBody).
 size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
                                 boost::system::error_code& ec) {
-  while (!parser.is_done() && conn.buffer.size() > 0 && got < kRelayBufferBytes) {
-    parser.get().body().data = relay_buf_ + got;
-    parser.get().body().size = kRelayBufferBytes - got;
-    size_t used = parser.put(conn.buffer.data(), ec);
-    conn.buffer.consume(used);
-    got = kRelayBufferBytes - parser.get().body().size;
-    if (ec == http::error::need_more || ec == http::error::need_buffer) {
-      ec = {};
-      break;
-    }
-    if (ec || used == 0) break;
-  }
-  return got;
+  return ParseBufferedBody(parser, conn.buffer, relay_buf_, kRelayBufferBytes, got, ec);
 }
 
 // One read from the backend into the connection's buffer, straight from the

@@ -1,8 +1,10 @@
 // Per-chunk cost of the SSE relay's CPU work, without sockets: what the
 // gateway does with one upstream read that holds one token (a chunked
 // HTTP/1.1 chunk carrying one `data:` event, as gpusim and vLLM send them).
-//   ParseChunk  - Beast's response parser takes the chunk into the relay
-//                 buffer (the chunk header, then its data);
+//   ParseChunk  - ParseBufferedBody, the relay's own parse step: Beast's
+//                 response parser takes the chunk from the connection's
+//                 buffer into the relay buffer (the chunk header, then its
+//                 data);
 //   Observe     - SseObserver::Filter on the event: the usage and content
 //                 checks, the token gap; `strip` is the default (the
 //                 gateway asked for the usage chunk, the client did not),
@@ -12,20 +14,28 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include "gateway/block_cache.h"
+#include "gateway/relay_parse.h"
 #include "gateway/sse_observer.h"
 #include "gateway/sse_scan.h"
+#include "gateway/worker.h"
 
 namespace {
 
 namespace http = boost::beast::http;
 using geogate::gateway::FindSseEventKeys;
+using geogate::gateway::kRelayBufferBytes;
+using geogate::gateway::ParseBufferedBody;
 using geogate::gateway::SseObserver;
+using Parser = http::response_parser<http::buffer_body, geogate::gateway::PooledAllocator<char>>;
 
 std::string Event(int i) {
   char buf[320];
@@ -51,30 +61,24 @@ void BM_ParseChunk(benchmark::State& state) {
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
   const std::string event = Event(7);
   const std::string chunk = Chunk(event);
-  char relay[16384];
-  http::response_parser<http::buffer_body> parser;
+  char relay[kRelayBufferBytes];
+  Parser parser;  // the relay's parser type
   parser.body_limit(boost::none);
+  boost::beast::flat_buffer in;
   boost::system::error_code ec;
-  parser.put(boost::asio::buffer(head), ec);
-  // The first chunk has no CRLF before its size line.
-  const std::string first = chunk.substr(2);
-  parser.get().body().data = relay;
-  parser.get().body().size = sizeof relay;
-  for (std::string_view rest = first; !rest.empty() && !ec;)
-    rest.remove_prefix(parser.put(boost::asio::buffer(rest.data(), rest.size()), ec));
+  auto read = [&](std::string_view bytes) {  // as a backend read lands
+    auto space = in.prepare(bytes.size());
+    std::memcpy(space.data(), bytes.data(), bytes.size());
+    in.commit(bytes.size());
+  };
+  read(head);
+  in.consume(parser.put(in.data(), ec));
+  read(std::string_view(chunk).substr(2));  // no CRLF before the first size line
+  ParseBufferedBody(parser, in, relay, sizeof relay, 0, ec);
   for (auto _ : state) {
-    size_t got = 0;
-    std::string_view rest = chunk;
-    while (!rest.empty()) {
-      parser.get().body().data = relay + got;
-      parser.get().body().size = sizeof relay - got;
-      size_t used = parser.put(boost::asio::buffer(rest.data(), rest.size()), ec);
-      got = sizeof relay - parser.get().body().size;
-      rest.remove_prefix(used);
-      if (ec == http::error::need_buffer) ec = {};
-      if (ec || used == 0) break;
-    }
-    if (got != event.size()) {
+    read(chunk);
+    size_t got = ParseBufferedBody(parser, in, relay, sizeof relay, 0, ec);
+    if (ec || got != event.size()) {
       state.SkipWithError("the chunk did not parse");
       break;
     }

@@ -1,0 +1,41 @@
+// The relay's parse step, apart from the proxy so the SSE relay
+// micro-benchmark (bench/micro/relay_bench.cc) times this code and not a
+// copy of it.
+#pragma once
+
+#include <cstddef>
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/system/error_code.hpp>
+
+namespace geogate::gateway {
+
+/// Parses what is already in `in` (bytes read from the backend) into `out`
+/// after its first `got` bytes, without reading from the socket, so tokens
+/// that arrived together leave in one write instead of a read-and-write
+/// round each. (A Beast read_some parses one element -- a chunk header, or
+/// one chunk's data -- per call even when more is buffered; its eager mode
+/// would wait for more bytes.) Stops at an incomplete element or a full
+/// `out`; `ec` is set only for a malformed response. `Parser` is a Beast
+/// response parser with a buffer_body. @return the new fill of `out`.
+template <class Parser>
+size_t ParseBufferedBody(Parser& parser, boost::beast::flat_buffer& in, char* out, size_t out_size,
+                         size_t got, boost::system::error_code& ec) {
+  namespace http = boost::beast::http;
+  while (!parser.is_done() && in.size() > 0 && got < out_size) {
+    parser.get().body().data = out + got;
+    parser.get().body().size = out_size - got;
+    size_t used = parser.put(in.data(), ec);
+    in.consume(used);
+    got = out_size - parser.get().body().size;
+    if (ec == http::error::need_more || ec == http::error::need_buffer) {
+      ec = {};
+      break;
+    }
+    if (ec || used == 0) break;
+  }
+  return got;
+}
+
+}  // namespace geogate::gateway
