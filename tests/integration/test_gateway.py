@@ -395,6 +395,13 @@ class UpstreamFramingTest(GatewayTestCase):
         cfg = GatewayConfig().region("r1").backend(backend, "r1")
         return self.start_gateway(cfg)
 
+    def assert_answers(self, gw: Gateway, content: str, times: int) -> None:
+        """`times` completions in a row, each a 200 carrying `content`."""
+        for _ in range(times):
+            status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["choices"][0]["message"]["content"], content)
+
     def test_head_in_pieces(self):
         answer = completion_answer("pieces")
         cut = answer.index(b"Content-Length")
@@ -427,10 +434,7 @@ class UpstreamFramingTest(GatewayTestCase):
         backend = ScriptedBackend(lambda n: [completion_answer(f"c{n}")] if n == 1 else None)
         backend.start(self)
         gw = self.gateway_for(backend)
-        for _ in range(3):
-            status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
-            self.assertEqual(status, 200, body)
-            self.assertEqual(body["choices"][0]["message"]["content"], "c1")
+        self.assert_answers(gw, "c1", times=3)
         # At least one of the later two went to a pooled connection first.
         self.assertGreaterEqual(backend.completions, 4)
 
@@ -442,10 +446,7 @@ class UpstreamFramingTest(GatewayTestCase):
             lambda n: [completion_answer("first") + completion_answer("stray")] if n == 1
             else [completion_answer(f"later{n}")]).start(self)
         gw = self.gateway_for(backend)
-        for _ in range(3):
-            status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
-            self.assertEqual(status, 200, body)
-            self.assertEqual(body["choices"][0]["message"]["content"], "first")
+        self.assert_answers(gw, "first", times=3)
         self.assertEqual(backend.completions, 3)
 
 
