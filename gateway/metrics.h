@@ -53,18 +53,25 @@ struct LabelEq {
 template <size_t N, class V>
 using LabelMap = absl::flat_hash_map<Labels<N>, V, LabelHash<N>, LabelEq<N>>;
 
+/// The value under `labels`: looked up by the views, and added as `make()`
+/// with the label strings copied only when it is not there yet.
+template <size_t N, class V, class Make>
+V& FindOrAdd(LabelMap<N, V>& map, const LabelView<N>& labels, Make make) {
+  auto it = map.find(labels);
+  if (it == map.end()) {
+    Labels<N> key;
+    for (size_t i = 0; i < N; ++i)
+      key[i] = std::string(labels[i]);
+    it = map.emplace(std::move(key), make()).first;
+  }
+  return it->second;
+}
+
 template <size_t N>
 class CounterVec {
  public:
   void Add(const LabelView<N>& labels, double v = 1) {
-    auto it = values_.find(labels);
-    if (it == values_.end()) {
-      Labels<N> key;
-      for (size_t i = 0; i < N; ++i)
-        key[i] = std::string(labels[i]);
-      it = values_.emplace(std::move(key), 0.0).first;
-    }
-    it->second += v;
+    FindOrAdd(values_, labels, [] { return 0.0; }) += v;
   }
   void MergeInto(CounterVec& out) const {
     for (const auto& [k, v] : values_)
@@ -118,16 +125,11 @@ class HistogramVec {
 
  private:
   HistogramData& Series(const LabelView<N>& labels) {
-    auto it = values_.find(labels);
-    if (it == values_.end()) {
-      Labels<N> key;
-      for (size_t i = 0; i < N; ++i)
-        key[i] = std::string(labels[i]);
+    return FindOrAdd(values_, labels, [this] {
       HistogramData d;
       d.buckets.assign(bounds_->size() + 1, 0);
-      it = values_.emplace(std::move(key), std::move(d)).first;
-    }
-    return it->second;
+      return d;
+    });
   }
   void Add(HistogramData& d, double v) const {
     size_t b = 0;
