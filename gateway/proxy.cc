@@ -697,10 +697,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   }
   wd_.Disarm();
   AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - sent_at_).count());
-  // Bytes the backend sent past the end of its response are not an answer
-  // to anything the gateway asked, and would be parsed as the answer to the
-  // next request on the connection: such a connection is not pooled.
-  upstream_reusable = parser.keep_alive() && conn.buffer.size() == 0;
+  upstream_reusable = parser.keep_alive();
   r.keep_alive = keep_alive;
   co_return r;
 }

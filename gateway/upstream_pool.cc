@@ -82,6 +82,10 @@ UpstreamConnPtr UpstreamPool::TakeIdle(std::string_view key, health::MonotonicTi
 
 void UpstreamPool::Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle) {
   if (!conn || max_idle == 0) return;
+  // Bytes the backend sent past the end of its response answer nothing the
+  // gateway asked, and would be parsed as the answer to the next request
+  // on the connection: such a connection is closed, not kept.
+  if (conn->buffer.size() != 0) return;
   conn->idle_since = now;
   auto& list = idle_[conn->key];
   if (list.size() >= max_idle) list.erase(list.begin());  // drop the oldest

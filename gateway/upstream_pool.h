@@ -57,7 +57,8 @@ class UpstreamPool {
   /// has not closed, or null.
   UpstreamConnPtr TakeIdle(const config::Backend& backend, health::MonotonicTime now,
                            health::Millis idle_timeout);
-  /// Returns a connection whose last response was read completely.
+  /// Returns a connection whose last response was read completely; one
+  /// with bytes buffered past that response is closed instead.
   void Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle);
   /// Opens a new connection (and TLS session for https backends) within
   /// `timeout`. Sets TCP_NODELAY.
