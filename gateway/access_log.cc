@@ -215,6 +215,7 @@ void WriteAccessRecord(const AccessRecord& r, Writer& w) {
   w.String(R"(,"rule":)", r.rule);
   w.String(R"(,"allowed":)", r.allowed);
   w.String(R"(,"policy":)", r.policy_hash);
+  w.Integer(R"(,"generation":)", static_cast<int64_t>(r.generation));
   w.Integer(R"(,"geo_epoch":)", static_cast<int64_t>(r.geo_epoch));
   w.Text("}");
   if (r.prompt_tokens >= 0) {

@@ -43,6 +43,7 @@ struct AccessRecord {
   std::string_view rule;
   std::string_view allowed;  // comma-separated region names
   std::string_view policy_hash;
+  uint64_t generation = 0;  // of the runtime that decided the request
   uint64_t geo_epoch = 0;
   // token accounting
   int64_t prompt_tokens = -1;

@@ -262,6 +262,7 @@ void Log(RequestContext& ctx) {
   r.rule = ctx.residency.RuleLabel(ctx.cfg);
   r.allowed = allowed;
   r.policy_hash = ctx.cfg.hash;
+  r.generation = ctx.rt.generation;
   r.geo_epoch = ctx.rt.geo_epoch;
   r.prompt_tokens = ctx.prompt_tokens;
   r.completion_tokens = ctx.completion_tokens;

@@ -10,6 +10,7 @@
 
 #include "config/snapshot.h"
 #include "gateway/budget_tracker.h"
+#include "gateway/runtime_slot.h"
 #include "gateway/tenant_limits.h"
 #include "gateway/tls.h"
 #include "health/health_table.h"
@@ -35,6 +36,5 @@ struct Runtime {
   uint64_t generation = 0;
 };
 
-using RuntimeConstPtr = std::shared_ptr<const Runtime>;
 
 }  // namespace geogate::gateway

@@ -179,6 +179,9 @@ absl::Status Server::StartListeners() {
 
 void Server::Publish(RuntimeConstPtr rt) {
   current_ = rt;
+  // Before the workers hear of it and before "applied" is logged: every
+  // request whose head completes from here on is decided under `rt`.
+  shared_.runtime.Publish(rt);
   for (auto& w : workers_)
     w->Publish(rt);
   if (health_) health_->Update(rt->config, rt->backends);
@@ -251,6 +254,7 @@ int Server::Run() {
 
   health_->Start();
   health_->Update(current_->config, current_->backends);
+  shared_.runtime.Publish(current_);
   for (auto& w : workers_)
     w->Start(current_);
   listeners_up_ = true;

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "gateway/runtime_slot.h"
+
 namespace geogate::health {
 class HealthService;
 class RetryBudget;
@@ -20,6 +22,9 @@ struct ServerShared {
   health::RetryBudget* retry_budget = nullptr;
   AccessLog* access_log = nullptr;
   TenantLimits* tenant_limits = nullptr;
+  /// The runtime new requests are decided under: stored before the server
+  /// says a reload is applied.
+  RuntimeSlot runtime;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> open_connections{0};
   std::atomic<int64_t> active_requests{0};

@@ -58,6 +58,12 @@ Session::~Session() {
   worker_.metrics().connections_closed++;
 }
 
+void Session::ApplyLimits(const config::Limits& limits) {
+  if (!waiting_ || closed_) return;
+  watchdog_.Guard(&stream_->lowest(),
+                  waiting_since_ + (waiting_first_ ? limits.header_timeout : limits.idle_timeout));
+}
+
 void Session::Close() {
   if (closed_) return;
   closed_ = true;
@@ -142,11 +148,15 @@ net::awaitable<boost::system::error_code> Session::ReadHeader(RequestParser& par
   co_return *timed_out ? beast::error::timeout : rec;
 }
 
-net::awaitable<bool> Session::WaitForData(health::Millis timeout) {
+net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
   // Between requests: the Watchdog's deadline, not a timer armed and
   // cancelled around every read.
-  watchdog_.Guard(&stream_->lowest(), std::chrono::steady_clock::now() + timeout);
+  waiting_ = true;
+  waiting_first_ = first;
+  waiting_since_ = WatchdogClock::now();
+  watchdog_.Guard(&stream_->lowest(), waiting_since_ + timeout);
   auto [ec, n] = co_await stream_->async_read_some(buffer_.prepare(4096), kUseTuple);
+  waiting_ = false;
   watchdog_.Disarm();
   if (ec) co_return false;
   buffer_.commit(n);
@@ -225,15 +235,21 @@ net::awaitable<void> Session::Run() {
   bool first = true;
   bool linger = false;
   while (!closed_) {
-    PinnedRuntime pinned = worker_.runtime();
-    const config::Limits& limits = (*pinned)->config->gateway.limits;
     idle_ = true;
     if (buffer_.size() == 0) {
       if (!worker_.accepting()) break;
-      if (!co_await WaitForData(first ? limits.header_timeout : limits.idle_timeout)) break;
+      const config::Limits& idle_limits = (*worker_.CurrentRuntime())->config->gateway.limits;
+      if (!co_await WaitForData(first ? idle_limits.header_timeout : idle_limits.idle_timeout,
+                                first))
+        break;
     }
     idle_ = false;
     first = false;
+    // The read limits of this request are those in force when its first
+    // bytes arrived; its decision is made under the runtime current when
+    // its head is complete (re-read below), however long it waited.
+    PinnedRuntime reading = worker_.CurrentRuntime();
+    const config::Limits& limits = (*reading)->config->gateway.limits;
 
     RequestParser parser;
     parser.header_limit(limits.max_header_bytes);
@@ -267,6 +283,9 @@ net::awaitable<void> Session::Run() {
       }
       break;
     }
+    // The head is complete: this request is decided under the runtime
+    // published last, even if a reload came while the head was arriving.
+    PinnedRuntime pinned = worker_.CurrentRuntime();
     Request& head = parser.get();
     // RFC 9112 §6.1: a request whose Transfer-Encoding does not end in
     // "chunked" has no determinable length: a smuggling shape, refuse it.

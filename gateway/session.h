@@ -47,6 +47,9 @@ class Session {
   bool idle() const { return idle_; }
   /// Closes the socket; pending operations end with operation_aborted.
   void Close();
+  /// After a reload: a connection waiting for its next request gets the
+  /// deadline `limits` give it, counted from when it went idle.
+  void ApplyLimits(const config::Limits& limits);
 
   // ---- used by the request handlers --------------------------------------
   Worker& worker() { return worker_; }
@@ -70,7 +73,7 @@ class Session {
  private:
   net::awaitable<bool> ReadProxyHeader();
   net::awaitable<bool> Handshake();
-  net::awaitable<bool> WaitForData(health::Millis timeout);
+  net::awaitable<bool> WaitForData(health::Millis timeout, bool first);
   /// Feeds buffered bytes to the parser (stopping after the head when
   /// `header_only`); never reads. need_more is not an error.
   boost::system::error_code ParseBuffered(RequestParser& parser, bool header_only);
@@ -89,6 +92,11 @@ class Session {
   Watchdog watchdog_;
   bool idle_ = true;
   bool closed_ = false;
+  // While WaitForData waits: since when, and whether for a first request
+  // (header_timeout) or a next one (idle_timeout).
+  bool waiting_ = false;
+  bool waiting_first_ = false;
+  WatchdogClock::time_point waiting_since_{};
 };
 
 }  // namespace geogate::gateway

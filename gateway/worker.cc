@@ -19,7 +19,11 @@ constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
 }  // namespace
 
 Worker::Worker(size_t id, ServerShared& shared)
-    : id_(id), shared_(shared), log_(shared.access_log), rng_state_(std::random_device{}()) {}
+    : id_(id),
+      shared_(shared),
+      runtime_(shared.runtime),
+      log_(shared.access_log),
+      rng_state_(std::random_device{}()) {}
 
 Worker::~Worker() {
   Stop();
@@ -46,8 +50,7 @@ void Worker::AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec) {
 }
 
 void Worker::Start(RuntimeConstPtr runtime) {
-  bulk_.set_batch(runtime->config->gateway.upstream.relay_batch);
-  runtime_ = std::make_shared<const RuntimeConstPtr>(std::move(runtime));
+  if (runtime_.Adopt(std::move(runtime))) Adopted();
   for (size_t i = 0; i < acceptors_.size(); ++i)
     net::co_spawn(*ioc_, AcceptLoop(i), net::detached);
   ScheduleHousekeeping();
@@ -64,10 +67,23 @@ void Worker::Start(RuntimeConstPtr runtime) {
   });
 }
 
+void Worker::Adopted() {
+  bulk_.set_batch((*runtime_.held())->config->gateway.upstream.relay_batch);
+}
+
+const PinnedRuntime& Worker::CurrentRuntime() {
+  if (runtime_.Refresh()) Adopted();
+  return runtime_.held();
+}
+
 void Worker::Publish(RuntimeConstPtr runtime) {
   net::post(*ioc_, [this, rt = std::move(runtime)]() mutable {
-    bulk_.set_batch(rt->config->gateway.upstream.relay_batch);
-    runtime_ = std::make_shared<const RuntimeConstPtr>(std::move(rt));
+    if (runtime_.Adopt(std::move(rt))) Adopted();
+    // Connections waiting for their next request count their idle time
+    // under the limits in force now, not those of when they went idle.
+    const config::Limits& limits = (*runtime_.held())->config->gateway.limits;
+    for (Session* s : sessions_)
+      s->ApplyLimits(limits);
   });
 }
 
@@ -109,7 +125,7 @@ void Worker::ScheduleHousekeeping() {
   housekeeping_->async_wait([this](boost::system::error_code ec) {
     if (ec) return;
     log_.Flush();
-    const Runtime& rt = **runtime_;
+    const Runtime& rt = **runtime_.held();
     pool_.Sweep(std::chrono::steady_clock::now(), rt.config->gateway.upstream.pool_idle_timeout);
     ScheduleHousekeeping();
   });
@@ -128,7 +144,7 @@ net::awaitable<void> Worker::AcceptLoop(size_t index) {
       co_await backoff.async_wait(kUseTuple);
       continue;
     }
-    const auto& limits = (*runtime_)->config->gateway.limits;
+    const auto& limits = (*runtime_.held())->config->gateway.limits;
     if (limits.max_connections != 0 && shared_.open_connections.load(std::memory_order_relaxed) >=
                                            static_cast<int64_t>(limits.max_connections)) {
       metrics_.connections_rejected++;

@@ -26,11 +26,6 @@ namespace geogate::gateway {
 
 class Session;
 
-/// A worker-local handle on the current Runtime. Requests copy this
-/// shared_ptr (a worker-local reference count) instead of the global one, so
-/// pinning a snapshot per request does not bounce a cache line between cores.
-using PinnedRuntime = std::shared_ptr<const RuntimeConstPtr>;
-
 struct ListenerSpec {
   size_t index = 0;  // into the listener set the process started with
   bool tls = false;
@@ -54,7 +49,10 @@ class Worker {
   /// Binds an SO_REUSEPORT acceptor (called on the main thread before Start).
   void AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec);
   void Start(RuntimeConstPtr runtime);
-  /// Thread-safe: new requests on this worker use `runtime`.
+  /// Thread-safe: tells the worker that `runtime` was published (the server
+  /// has already stored it in ServerShared, where requests find it). The
+  /// worker adopts it if it has not yet, and re-arms the deadlines of its
+  /// idle connections with the new limits.
   void Publish(RuntimeConstPtr runtime);
   /// Thread-safe: stop accepting; close idle keep-alive connections; busy
   /// ones close after their current response.
@@ -65,7 +63,12 @@ class Worker {
   void Stop();
 
   // ---- worker thread only -------------------------------------------------
-  const PinnedRuntime& runtime() const { return runtime_; }
+  /// The runtime this worker adopted last: for limits and housekeeping.
+  const PinnedRuntime& runtime() const { return runtime_.held(); }
+  /// The runtime published last, adopted first if this worker has not yet
+  /// (one atomic load when nothing changed). What a request is decided
+  /// under: a reload applies to every head completed after it.
+  const PinnedRuntime& CurrentRuntime();
   UpstreamPool& pool() { return pool_; }
   WorkerMetrics& metrics() { return metrics_; }
   AccessLogBuffer& access_log() { return log_; }
@@ -85,6 +88,8 @@ class Worker {
 
  private:
   net::awaitable<void> AcceptLoop(size_t acceptor_index);
+  /// What follows adopting a runtime on this worker.
+  void Adopted();
   void ScheduleHousekeeping();
 
   size_t id_;
@@ -99,7 +104,7 @@ class Worker {
       std::make_unique<net::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO);
   std::thread thread_;
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
-  PinnedRuntime runtime_;
+  LocalRuntime runtime_;
   UpstreamPool pool_{*ioc_};
   BulkQueue bulk_{*ioc_, config::Upstream{}.relay_batch};  // Start sets the configured one
   WorkerMetrics metrics_;

@@ -1,0 +1,27 @@
+#include "gateway/runtime_slot.h"
+
+#include "gateway/runtime.h"
+
+namespace geogate::gateway {
+
+void RuntimeSlot::Publish(RuntimeConstPtr runtime) {
+  const uint64_t generation = runtime->generation;
+  // The runtime first: a reader that sees the new generation then loads a
+  // runtime at least that new.
+  runtime_.store(std::move(runtime), std::memory_order_release);
+  generation_.store(generation, std::memory_order_release);
+}
+
+bool LocalRuntime::Adopt(RuntimeConstPtr runtime) {
+  if (!runtime || (held_ && generation_ >= runtime->generation)) return false;
+  generation_ = runtime->generation;
+  held_ = std::make_shared<const RuntimeConstPtr>(std::move(runtime));
+  return true;
+}
+
+bool LocalRuntime::Refresh() {
+  if (held_ && slot_.generation() == generation_) return false;
+  return Adopt(slot_.Load());
+}
+
+}  // namespace geogate::gateway
