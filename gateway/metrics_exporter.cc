@@ -47,9 +47,11 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Sample("geogate_retry_budget_exhausted_total", {},
            static_cast<double>(m.retry_budget_exhausted));
   w.Family("geogate_residency_decisions_total", "counter",
-           "Residency decisions by governing rule and outcome (allowed, denied, bad_header).");
-  w.Counter("geogate_residency_decisions_total", std::array<const char*, 2>{"rule", "outcome"},
-            m.residency_decisions);
+           "Residency decisions by governing rule, outcome (allowed, denied, bad_header) and "
+           "reason (none, policy, narrowed_to_nothing, model_outside_allowed, "
+           "unknown_jurisdiction).");
+  w.Counter("geogate_residency_decisions_total",
+            std::array<const char*, 3>{"rule", "outcome", "reason"}, m.residency_decisions);
   w.Family("geogate_tenant_rejections_total", "counter",
            "Requests refused by tenant limits, by tenant and limit (rate, concurrency, budget).");
   w.Counter("geogate_tenant_rejections_total", std::array<const char*, 2>{"tenant", "reason"},

@@ -40,6 +40,7 @@ struct RequestContext {
   routing::GeoInfo geo;
   size_t tenant = kNoIndex;  // index into cfg.tenants
   routing::ResidencyDecision residency;
+  bool residency_decided = false;  // ResolveGeo ran: the request counts in the metric
 
   // ---- what -----------------------------------------------------------------
   size_t model = kNoIndex;  // index into cfg.models

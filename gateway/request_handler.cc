@@ -83,8 +83,32 @@ void ResolveGeo(RequestContext& ctx) {
   if (auto it = ctx.req.find("x-geogate-residency"); it != ctx.req.end())
     narrowing = std::string_view(it->value());
   ctx.residency = routing::DecideResidency(ctx.cfg, ctx.geo, ctx.tenant_config(), narrowing);
+  ctx.residency_decided = true;
+}
+
+// geogate_residency_decisions_total, counted once the request has ended: a
+// 451 for a model served only outside the allowed set is known only after
+// selection, and it is a denial like the policy's own.
+void CountResidency(RequestContext& ctx) {
+  if (!ctx.residency_decided) return;
+  routing::ResidencyOutcome outcome = ctx.residency.outcome;
+  std::string_view reason = "none";
+  switch (outcome) {
+    case routing::ResidencyOutcome::kAllowed:
+      if (ctx.error_code == SpecOf(ErrorKind::kResidencyDenied).code) {
+        outcome = routing::ResidencyOutcome::kDenied;
+        reason = "model_outside_allowed";
+      }
+      break;
+    case routing::ResidencyOutcome::kDenied:
+      reason = ctx.residency.narrowed ? "narrowed_to_nothing" : "policy";
+      break;
+    case routing::ResidencyOutcome::kBadHeader:
+      reason = "unknown_jurisdiction";
+      break;
+  }
   ctx.worker.metrics().residency_decisions.Add(
-      {ctx.residency.RuleLabel(ctx.cfg), routing::ResidencyOutcomeName(ctx.residency.outcome)});
+      {ctx.residency.RuleLabel(ctx.cfg), routing::ResidencyOutcomeName(outcome), reason});
 }
 
 // Enforces the residency outcome: the error to answer with, if any. Not a
@@ -219,6 +243,7 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
 }
 
 void Log(RequestContext& ctx) {
+  CountResidency(ctx);
   auto end = std::chrono::steady_clock::now();
   double duration_s = std::chrono::duration<double>(end - ctx.start).count();
   const config::Backend* b = ctx.backend == kNoIndex ? nullptr : &ctx.cfg.backends[ctx.backend];

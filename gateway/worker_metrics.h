@@ -17,8 +17,8 @@ struct WorkerMetrics {
   CounterVec<2> upstream_errors;
   // geogate_failovers_total{reason}
   CounterVec<1> failovers;
-  // geogate_residency_decisions_total{rule,outcome}
-  CounterVec<2> residency_decisions;
+  // geogate_residency_decisions_total{rule,outcome,reason}
+  CounterVec<3> residency_decisions;
   // geogate_tenant_rejections_total{tenant,reason}
   CounterVec<2> tenant_rejections;
   // geogate_selections_total{reason}

@@ -101,7 +101,7 @@ EXPORTED = {
     "geogate_upstream_errors_total": ("counter", {"backend", "reason"}),
     "geogate_failovers_total": ("counter", {"reason"}),
     "geogate_retry_budget_exhausted_total": ("counter", set()),
-    "geogate_residency_decisions_total": ("counter", {"rule", "outcome"}),
+    "geogate_residency_decisions_total": ("counter", {"rule", "outcome", "reason"}),
     "geogate_tenant_rejections_total": ("counter", {"tenant", "reason"}),
     "geogate_selections_total": ("counter", {"outcome"}),
     "geogate_tokens_total": ("counter", {"backend", "model", "tenant", "kind"}),

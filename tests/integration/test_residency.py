@@ -130,6 +130,27 @@ class ResidencyTest(unittest.TestCase):
         status, _, body = request(self.gw.url, "GET", "/v1/models", headers={"X-Forwarded-For": US})
         self.assertEqual(sorted(m["id"] for m in body["data"]), sorted([MODEL, BIG]))
 
+    def test_every_451_counts_as_denied_with_its_reason(self):
+        # One of each way to a 451, and one allowed request, through /metrics.
+        status, _, _ = self.ask(DE, model=BIG)            # model served only outside EU
+        self.assertEqual(status, 451)
+        status, _, _ = self.ask(DE, headers={"x-geogate-residency": "US"})  # narrowed to nothing
+        self.assertEqual(status, 451)
+        status, _, _ = self.ask(UNPLACED)                 # geo.unknown = deny
+        self.assertEqual(status, 451)
+        status, _, _ = request(self.gw.url, "GET", "/v1/models", headers={"X-Forwarded-For": UNPLACED})
+        self.assertEqual(status, 451)
+        status, _, _ = self.ask(DE)
+        self.assertEqual(status, 200)
+        m = self.gw.metric
+        name = "geogate_residency_decisions_total"
+        self.assertEqual(m(name, rule="eu", outcome="denied", reason="model_outside_allowed"), 1)
+        self.assertEqual(m(name, rule="eu", outcome="denied", reason="narrowed_to_nothing"), 1)
+        self.assertEqual(m(name, rule="deny", outcome="denied", reason="policy"), 2)
+        self.assertEqual(m(name, rule="eu", outcome="allowed", reason="none"), 1)
+        self.assertEqual(m(name, outcome="denied"), 4)
+        self.assertEqual(m(name, outcome="allowed"), 1)
+
     def test_unplaced_clients_are_denied_by_default(self):
         for ip in (UNPLACED, "10.1.2.3"):
             status, _, body = self.ask(ip)
