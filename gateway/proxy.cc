@@ -561,11 +561,20 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   ctx_.ttft_ms = MillisSince(ctx_.start, t_first);
   ctx_.backend = backend;
   ctx_.status = r.upstream_status;
-  // The TTFT EWMA learns only from successful answers; the probe measures RTT.
-  if (r.upstream_status < 400) {
-    UpdateEwma(state.ttft_ewma_us, static_cast<int64_t>(ttft_ms * 1000),
-               ctx_.cfg.routing.ewma_alpha);
-    state.ttft_at_ns.store(health::ToNanos(t_first), std::memory_order_relaxed);
+  // The TTFT estimates learn only from successful streams; the probe
+  // measures RTT. A non-streaming answer's first byte comes after the whole
+  // generation: as a TTFT sample it would push routing away from the
+  // backend that just served it (DESIGN.md §8, "TTFT comes from streams").
+  if (r.upstream_status < 400 && ctx_.stream) {
+    const auto sample_us = static_cast<int64_t>(ttft_ms * 1000);
+    const int64_t at_ns = health::ToNanos(t_first);
+    UpdateEwma(state.ttft_ewma_us, sample_us, ctx_.cfg.routing.ewma_alpha);
+    state.ttft_at_ns.store(at_ns, std::memory_order_relaxed);
+    if (health::ModelTtft* slot =
+            state.ClaimModelSlot(health::ModelKey(ctx_.cfg.models[ctx_.model].name))) {
+      UpdateEwma(slot->ewma_us, sample_us, ctx_.cfg.routing.ewma_alpha);
+      slot->at_ns.store(at_ns, std::memory_order_relaxed);
+    }
     worker_.metrics().ttft.Observe({b.name}, ttft_ms / 1000.0);
   }
   health::HealthService::ReportSuccess(state);

@@ -156,8 +156,7 @@ void ProbeSession::publishChange(HealthState from, FailureReason reason, int64_t
   if (to == HealthState::kHealthy) {
     // DESIGN.md §7: a returning backend's TTFT estimate restarts from its
     // probe RTT, so a slow sample taken during the outage never strands it.
-    s.ttft_ewma_us.store(-1, std::memory_order_relaxed);
-    s.ttft_at_ns.store(0, std::memory_order_relaxed);
+    s.ResetTtft();
     const bool ejected = s.ejected_until_ns.load(std::memory_order_relaxed) != 0;
     s.reason.store(ejected ? FailureReason::kEjected : FailureReason::kNone,
                    std::memory_order_relaxed);

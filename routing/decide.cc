@@ -202,6 +202,9 @@ Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
                 uint64_t random) {
   Decision d;
   const config::Model& model = snap.models[facts.model];
+  // TTFT is estimated per (backend, model): a 70B model's first token says
+  // little about an 8B model's on the same GPU.
+  const uint64_t model_key = health::ModelKey(model.name);
   const bool spot_ok = facts.tenant != nullptr && facts.tenant->allow_spot;
 
   // (1) Candidates, built from the allowed set only: residency is a filter
@@ -218,7 +221,7 @@ Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
       ++n_unfit;
       continue;
     }
-    const BackendObservation obs = health.Observe(idx);
+    const BackendObservation obs = health.Observe(idx, model_key);
     const TtftEstimate est = EstimateTtft(snap, idx, obs);
     const double ettft = est.total_ms();
     const bool routable = obs.routable();

@@ -38,7 +38,9 @@ class HealthView {
  public:
   virtual ~HealthView() = default;
   /// @param backend index into Snapshot::backends.
-  virtual BackendObservation Observe(size_t backend) const = 0;
+  /// @param model_key health::ModelKey of the request's model: the observed
+  ///   TTFT is that model's on this backend; 0 = the backend-wide one.
+  virtual BackendObservation Observe(size_t backend, uint64_t model_key) const = 0;
 };
 
 struct RequestFacts {

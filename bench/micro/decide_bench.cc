@@ -91,7 +91,7 @@ class FixedView final : public HealthView {
       obs_.push_back(o);
     }
   }
-  BackendObservation Observe(size_t backend) const override { return obs_[backend]; }
+  BackendObservation Observe(size_t backend, uint64_t) const override { return obs_[backend]; }
 
  private:
   std::vector<BackendObservation> obs_;
@@ -123,7 +123,7 @@ void BM_ExpectedTtft(benchmark::State& state) {
   FixedView view(8);
   size_t i = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(geogate::routing::ExpectedTtftMs(*snap, i, view.Observe(i)));
+    benchmark::DoNotOptimize(geogate::routing::ExpectedTtftMs(*snap, i, view.Observe(i, 0)));
     i = (i + 1) & 7;
   }
 }

@@ -383,7 +383,7 @@ class Sim {
     class View final : public routing::HealthView {
      public:
       View(const Sim& s, size_t edge, int model) : s_(s), edge_(edge), model_(model) {}
-      routing::BackendObservation Observe(size_t b) const override {
+      routing::BackendObservation Observe(size_t b, uint64_t /*model_key*/) const override {
         const EdgeView& v = s_.views_[edge_][b];
         routing::BackendObservation o;
         o.state = s_.backends_[b].up && v.rtt_ewma >= 0 ? health::HealthState::kHealthy

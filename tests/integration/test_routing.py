@@ -34,10 +34,19 @@ class RoutingTestCase(unittest.TestCase):
             gw.wait_backend(name, healthy=True)
         return gw
 
-    def send(self, gw: Gateway, n: int) -> collections.Counter:
-        """n short requests one after another -> Counter of answering backends."""
+    def send(self, gw: Gateway, n: int, stream: bool = True) -> collections.Counter:
+        """n short requests one after another -> Counter of answering backends.
+        Streams by default: only streams teach the gateway a TTFT."""
         seen: collections.Counter = collections.Counter()
         for _ in range(n):
+            if stream:
+                with SseStream(gw.url, "/v1/chat/completions",
+                               chat_body(MODEL, stream=True, max_tokens=2), timeout=30) as s:
+                    self.assertEqual(s.status, 200)
+                    data = [d for _, d in s.events(timeout=30)]
+                    self.assertEqual(data[-1:], ["[DONE]"], data)
+                    seen[s.headers.get("x-geogate-backend")] += 1
+                continue
             status, headers, data = post_json(gw.url, "/v1/chat/completions",
                                               chat_body(MODEL, max_tokens=2))
             self.assertEqual(status, 200, data)
@@ -124,6 +133,30 @@ class LatencyTest(RoutingTestCase):
         self.wait_idle(self.gw, "near")
         seen = self.send(self.gw, 12)
         self.assertGreaterEqual(seen["near"], 11, seen)
+
+
+class NonStreamingDurationTest(RoutingTestCase):
+    """Two regions 2 and 40 ms away; the near one answers a long
+    non-streaming request. Its duration is the whole generation, not a time
+    to first token: it must not push streams away (DESIGN.md §8)."""
+
+    def setUp(self):
+        self.near = self.start_sim("near", rtt_ms=2, ttft_ms=10, token_interval_ms=5)
+        self.far = self.start_sim("far", rtt_ms=40, ttft_ms=10, token_interval_ms=5)
+        cfg = (GatewayConfig().region("r-near").region("r-far")
+               .backend(self.near, "r-near").backend(self.far, "r-far"))
+        self.gw = self.start_gateway(cfg, ["near", "far"])
+        self.send(self.gw, 3)  # stream TTFT samples for the near region
+
+    def test_a_long_non_streaming_request_does_not_move_streams(self):
+        before = self.gw.backend("near")["ttft_ms"]
+        # 300 tokens at 5 ms: 1.5 s before the first byte of the body.
+        status, headers, data = post_json(self.gw.url, "/v1/chat/completions",
+                                          chat_body(MODEL, max_tokens=300), timeout=30)
+        self.assertEqual((status, headers["x-geogate-backend"]), (200, "near"), data)
+        self.assertEqual(self.gw.backend("near")["ttft_ms"], before)
+        seen = self.send(self.gw, 10)
+        self.assertEqual(seen["near"], 10, seen)
 
 
 class TierTest(RoutingTestCase):

@@ -167,7 +167,7 @@ TEST_CASE("generated fleets: every selection rule holds", "[routing][decide][pro
       if (b.tier == Tier::kSpot && !spot_ok) continue;
       ++eligible;
       if (model.min_vram_gb && b.vram_gb && *b.vram_gb < *model.min_vram_gb) continue;
-      const BackendObservation o = c.view.Observe(i);
+      const BackendObservation o = c.view.Observe(i, 0);
       if (o.state != health::HealthState::kHealthy || o.ejected) continue;
       ++fit_routable;
       if (o.inflight >= b.capacity) continue;
@@ -197,7 +197,7 @@ TEST_CASE("generated fleets: every selection rule holds", "[routing][decide][pro
       const size_t i = d.plan[k];
       REQUIRE(c.allowed.contains(snap.backends[i].region_index));
       REQUIRE((spot_ok || snap.backends[i].tier != Tier::kSpot));
-      REQUIRE(d.expected_ttft_ms[k] == ExpectedTtftMs(snap, i, c.view.Observe(i)));
+      REQUIRE(d.expected_ttft_ms[k] == ExpectedTtftMs(snap, i, c.view.Observe(i, 0)));
     }
 
     // Exploration puts one candidate without a fresh TTFT sample first, if
@@ -208,14 +208,14 @@ TEST_CASE("generated fleets: every selection rule holds", "[routing][decide][pro
     if (std::strcmp(d.why, why::kExploration) == 0) {
       ++explorations;
       REQUIRE(p.size() > 1);
-      const BackendObservation o = c.view.Observe(p[0]);
+      const BackendObservation o = c.view.Observe(p[0], 0);
       const double stale = static_cast<double>(snap.routing.sample_stale.count());
       const bool fresh = o.ttft_ms >= 0 &&
                          !(o.since_healthy_ms > 0 && o.ttft_age_ms > o.since_healthy_ms) &&
                          o.ttft_age_ms <= stale;
       REQUIRE_FALSE(fresh);
       // It would win by more than tie_ms at the displaced winner's speed.
-      const BackendObservation wo = c.view.Observe(p[1]);
+      const BackendObservation wo = c.view.Observe(p[1], 0);
       const double tie_ms = static_cast<double>(snap.routing.tie.count());
       REQUIRE(EstimateTtft(snap, p[0], o).rtt_ms + EstimateTtft(snap, p[1], wo).service_ms +
                   tie_ms <
@@ -293,7 +293,7 @@ TEST_CASE("generated observations: priors and decay", "[routing][estimate][prope
     const Case c = Generate(rng());
     const config::Snapshot& snap = c.snap;
     const size_t b = rng() % snap.backends.size();
-    BackendObservation o = c.view.Observe(b);
+    BackendObservation o = c.view.Observe(b, 0);
     o.load.at_ns = 0;
     o.inflight = 0;
     const double prior = static_cast<double>(snap.routing.prior_ttft.count());

@@ -92,7 +92,7 @@ inline BackendObservation Healthy(double rtt_ms = 1, double ttft_ms = -1, uint32
 class VectorHealthView final : public HealthView {
  public:
   explicit VectorHealthView(std::vector<BackendObservation> obs = {}) : obs_(std::move(obs)) {}
-  BackendObservation Observe(size_t backend) const override {
+  BackendObservation Observe(size_t backend, uint64_t /*model_key*/) const override {
     return backend < obs_.size() ? obs_[backend] : BackendObservation{};
   }
   BackendObservation& operator[](size_t i) {

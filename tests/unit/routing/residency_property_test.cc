@@ -196,7 +196,7 @@ OracleResult Oracle(const Policy& p, const CountryInfo* where, int tenant,
 class VectorHealth final : public routing::HealthView {
  public:
   explicit VectorHealth(std::vector<routing::BackendObservation> obs) : obs_(std::move(obs)) {}
-  routing::BackendObservation Observe(size_t b) const override { return obs_[b]; }
+  routing::BackendObservation Observe(size_t b, uint64_t) const override { return obs_[b]; }
 
  private:
   std::vector<routing::BackendObservation> obs_;

@@ -210,5 +210,46 @@ TEST_CASE("the live view dates the load report", "[routing][estimate]") {
   CHECK(o.load.queue_depth == 2);
 }
 
+TEST_CASE("the live view keeps one TTFT per (backend, model)", "[routing][estimate]") {
+  health::BackendState s("b\nhttp://x");
+  s.state = health::HealthState::kHealthy;
+  s.ttft_ewma_us = 300'000;  // backend-wide: every model's streams
+  s.ttft_at_ns = 1'000'000'000;
+  const uint64_t big = health::ModelKey("llama-3.1-70b");
+  const uint64_t small = health::ModelKey("llama-3.1-8b");
+  REQUIRE(big != small);
+  health::ModelTtft* slot = s.ClaimModelSlot(big);
+  REQUIRE(slot != nullptr);
+  CHECK(s.ClaimModelSlot(big) == slot);  // claimed once, found after
+  slot->ewma_us = 600'000;
+  slot->at_ns = 1'100'000'000;
+
+  // The slow model's samples are its own.
+  BackendObservation o = ObserveState(s, 1'500'000'000, big);
+  CHECK(o.ttft_ms == Approx(600));
+  CHECK(o.ttft_age_ms == Approx(400));
+  // A model without a sample on this backend has none: the prior stands in,
+  // not the other model's 600 ms.
+  o = ObserveState(s, 1'500'000'000, small);
+  CHECK(o.ttft_ms == -1);
+  // /admin/backends and the metrics see the backend-wide figure.
+  o = ObserveState(s, 1'500'000'000);
+  CHECK(o.ttft_ms == Approx(300));
+
+  // With every slot taken by other models, a new model falls back to the
+  // backend-wide estimate rather than to nothing.
+  for (size_t i = 1; i < health::BackendState::kModelSlots; ++i)
+    REQUIRE(s.ClaimModelSlot(health::ModelKey("m" + std::to_string(i))) != nullptr);
+  CHECK(s.ClaimModelSlot(small) == nullptr);
+  o = ObserveState(s, 1'500'000'000, small);
+  CHECK(o.ttft_ms == Approx(300));
+
+  // A backend back from an outage forgets every sample, its slots included.
+  s.ResetTtft();
+  CHECK(ObserveState(s, 1'500'000'000, big).ttft_ms == -1);
+  CHECK(ObserveState(s, 1'500'000'000).ttft_ms == -1);
+  CHECK(s.ClaimModelSlot(big) == slot);
+}
+
 }  // namespace
 }  // namespace geogate::routing
