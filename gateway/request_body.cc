@@ -1,6 +1,7 @@
 #include "gateway/request_body.h"
 
 #include <array>
+#include <cstdint>
 #include <functional>
 
 #include <boost/json/monotonic_resource.hpp>
@@ -28,14 +29,22 @@ constexpr std::array<JsonMemberPath, 4> kMembers = {{
 RequestBody RequestBody::Parse(std::string_view body) {
   RequestBody out(body);
   BodyFacts& f = out.facts_;
-  // Each member is reported every time it appears; the last one counts, as
-  // in the document Rewrite builds and in the backends' JSON parsers.
+  // Each member is reported every time it appears. A member the gateway
+  // decides on may appear once: JSON parsers disagree on which copy of a
+  // repeated name wins (RFC 8259 4 leaves it open), so a body routed on
+  // one model could be served by the backend as another. Keys arrive
+  // unescaped, so "mod\u0065l" is "model" here as in any backend.
   bool has_model = false, model_is_string = false;
+  uint32_t seen = 0;  // bit per kMembers index
+  std::string_view repeated;
   f.model = {};
   boost::system::error_code ec;
   JsonTopLevel top = ReadJsonMembers(
       body, kMembers,
       [&](size_t member, const JsonMemberValue& v) {
+        uint32_t bit = uint32_t{1} << member;
+        if ((seen & bit) != 0 && repeated.empty()) repeated = kMembers[member].key;
+        seen |= bit;
         bool is_bool = v.kind == JsonMemberValue::Kind::kBool;
         switch (member) {
           case kModel:
@@ -46,9 +55,8 @@ RequestBody RequestBody::Parse(std::string_view body) {
           case kStream:
             f.stream = is_bool && v.boolean;
             break;
-          case kStreamOptions:  // a new stream_options replaces the old one
+          case kStreamOptions:
             out.has_stream_options_ = true;
-            f.include_usage = false;
             break;
           case kIncludeUsage:
             f.include_usage = is_bool && v.boolean;
@@ -66,6 +74,13 @@ RequestBody RequestBody::Parse(std::string_view body) {
     out.facts_ = BodyFacts{};
     out.facts_.status = BodyFacts::Status::kNotObject;
     out.facts_.error = "request body must be a JSON object";
+    return out;
+  }
+  if (!repeated.empty()) {
+    out.facts_ = BodyFacts{};
+    out.facts_.status = BodyFacts::Status::kInvalidJson;
+    out.facts_.error = "request body has the member '" + std::string(repeated) +
+                       "' more than once (backends may read either copy)";
     return out;
   }
   if (!has_model || !model_is_string || f.model.empty()) {

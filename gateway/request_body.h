@@ -26,7 +26,8 @@ struct BodyFacts {
 class RequestBody {
  public:
   /// Validates `body` and reads the facts without building a document
-  /// (gateway/json_members.h). Never throws. `body` must outlive this
+  /// (gateway/json_members.h). Never throws. A body that repeats one of
+  /// the members above (however its key is escaped) is kInvalidJson. `body` must outlive this
   /// object: Rewrite reads it again.
   static RequestBody Parse(std::string_view body);
 
