@@ -6,6 +6,7 @@
 
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
+#include <boost/url/parse.hpp>
 
 #include "gateway/response_head.h"
 
@@ -41,6 +42,31 @@ bool IsHopByHop(std::string_view name, std::string_view connection_value) {
   for (std::string_view h : kHopByHop)
     if (beast::iequals(name, h)) return true;
   return NamedInConnection(name, connection_value);
+}
+
+std::optional<HeadRefusal> CheckRequestHead(const Fields& fields, unsigned version) {
+  // One lookup per rule: the fields are kept ordered by name, so a count is
+  // a tree search, and an ordinary request passes with three of them.
+  size_t hosts = fields.count(http::field::host);
+  if (hosts > 1)
+    return HeadRefusal{ErrorKind::kBadRequest, "more than one Host header (RFC 9112 section 3.2)"};
+  if (hosts == 0) {
+    if (version >= 11)
+      return HeadRefusal{ErrorKind::kBadRequest,
+                         "HTTP/1.1 request without a Host header (RFC 9112 section 3.2)"};
+  } else {
+    // Host = uri-host [ ":" port ] (RFC 9110 7.2): an authority without
+    // userinfo. Empty is valid (a target with no authority).
+    std::string_view host = fields[http::field::host];
+    auto authority = boost::urls::parse_authority(host);
+    if (!authority || authority->has_userinfo())
+      return HeadRefusal{ErrorKind::kBadRequest, "the Host header is not host[:port]"};
+  }
+  if (fields.count(http::field::authorization) > 1)
+    return HeadRefusal{ErrorKind::kBadRequest, "more than one Authorization header"};
+  if (fields.count("x-geogate-residency") > 1)
+    return HeadRefusal{ErrorKind::kBadResidencyHeader, "more than one x-geogate-residency header"};
+  return std::nullopt;
 }
 
 template <class Out>

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,7 @@
 
 #include "config/snapshot.h"
 #include "gateway/block_cache.h"
+#include "gateway/openai_error.h"
 
 namespace geogate::gateway {
 
@@ -28,6 +30,20 @@ using Fields = http::basic_fields<PooledAllocator<char>>;
 /// Upgrade, Proxy-Authenticate/-Authorization, and any field named in the
 /// message's Connection header (`connection_value`).
 bool IsHopByHop(std::string_view name, std::string_view connection_value);
+
+/// Why a client's request head is refused before it is handled.
+struct HeadRefusal {
+  ErrorKind kind;
+  std::string_view message;  // a literal
+};
+
+/// The header rules checked once per request, before anything reads a
+/// field: RFC 9112 3.2 (an HTTP/1.1 request has exactly one Host, any
+/// request at most one, and its value is host[:port]), and at most one
+/// Authorization and one x-geogate-residency, whose first copy would
+/// otherwise win silently (bad_residency_header for the latter).
+/// `version` is Beast's (11 = HTTP/1.1). @return nullopt when acceptable.
+std::optional<HeadRefusal> CheckRequestHead(const Fields& fields, unsigned version);
 
 /// Appends fields to a serialised head as "Name: value\r\n": how the proxy
 /// builds the heads it sends, without a Beast fields container (one

@@ -314,7 +314,9 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
   ctx.worker.shared().active_requests.fetch_add(1, std::memory_order_relaxed);
 
   bool keep = false;
-  if (target.empty() || target.front() != '/') {
+  if (std::optional<HeadRefusal> refusal = CheckRequestHead(req.base(), req.version())) {
+    keep = co_await Fail(ctx, refusal->kind, refusal->message);
+  } else if (target.empty() || target.front() != '/') {
     keep = co_await Fail(ctx, ErrorKind::kBadRequest,
                          "request target must be a path: geogate is not a forward proxy");
   } else if (ctx.path == "/v1/models" && req.method() == http::verb::get) {
