@@ -1,5 +1,8 @@
 #include "gateway/admin.h"
 
+#include <optional>
+#include <utility>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -25,6 +28,53 @@ namespace {
 
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr auto kAdminTimeout = std::chrono::seconds(30);
+
+constexpr size_t kAdminHeaderLimit = 16 * 1024;
+constexpr size_t kAdminBodyLimit = 64 * 1024;
+constexpr auto kLingerTimeout = std::chrono::seconds(1);
+constexpr size_t kLingerMaxBytes = 1 << 20;
+
+// The error the data plane (gateway/session.cc) answers for a request that
+// could not be read, or nullopt when there is nobody to answer (the client
+// closed, or the read timed out and the stream closed the socket).
+std::optional<std::pair<ErrorKind, std::string>> ReadRefusal(const boost::system::error_code& ec) {
+  if (ec == http::error::header_limit)
+    return std::pair{ErrorKind::kHeadersTooLarge,
+                     std::string("request headers exceed the admin port's 16 KiB limit")};
+  if (ec == http::error::body_limit)
+    return std::pair{ErrorKind::kBodyTooLarge,
+                     std::string("request body exceeds the admin port's 64 KiB limit")};
+  if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+      ec != http::error::end_of_stream && ec != http::error::partial_message)
+    return std::pair{ErrorKind::kBadRequest, "malformed request: " + ec.message()};
+  return std::nullopt;
+}
+
+// Answers a request that cannot be served (framing, limits) with the data
+// plane's error, then closes the connection.
+net::awaitable<void> Refuse(beast::tcp_stream& stream, ErrorKind kind, std::string message) {
+  http::response<http::string_body> res{static_cast<http::status>(SpecOf(kind).status), 11};
+  res.set(http::field::server, "geogate-admin");
+  res.set(http::field::content_type, "application/json");
+  res.body() = ErrorBody(kind, message);
+  res.keep_alive(false);
+  res.prepare_payload();
+  stream.expires_after(kAdminTimeout);
+  auto [wec, wn] = co_await http::async_write(stream, res, kUseTuple);
+  if (wec) co_return;
+  // Stop sending, and drain what the client still sends for a moment, so
+  // its TCP stack does not answer our close with a reset that discards the
+  // response before it is read (as the data plane's lingering close).
+  boost::system::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.expires_after(kLingerTimeout);
+  char sink[4096];
+  for (size_t total = 0; total < kLingerMaxBytes;) {
+    auto [rec, rn] = co_await stream.async_read_some(net::buffer(sink), kUseTuple);
+    if (rec) break;
+    total += rn;
+  }
+}
 
 std::string JsonList(const std::vector<std::string>& items) {
   std::string out = "[";
@@ -75,11 +125,27 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;
-    parser.header_limit(16 * 1024);
-    parser.body_limit(64 * 1024);
+    parser.header_limit(kAdminHeaderLimit);
+    parser.body_limit(kAdminBodyLimit);
     stream.expires_after(kAdminTimeout);
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, kUseTuple);
-    if (ec) break;
+    // Head, then body, as the data plane reads them: the framing is checked
+    // before any body byte is taken, and a request that cannot be read gets
+    // the data plane's error instead of a silent close.
+    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
+    if (!ec && parser.get().count(http::field::transfer_encoding) != 0 && !parser.chunked()) {
+      // RFC 9112 6.1: no determinable length, a smuggling shape.
+      co_await Refuse(stream, ErrorKind::kBadRequest,
+                      "Transfer-Encoding other than chunked is not accepted");
+      co_return;
+    }
+    if (!ec && !parser.is_done()) {
+      auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kUseTuple);
+      ec = bec;
+    }
+    if (ec) {
+      if (auto refusal = ReadRefusal(ec)) co_await Refuse(stream, refusal->first, refusal->second);
+      co_return;
+    }
     http::request<http::string_body> req = parser.release();
     std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));

@@ -115,5 +115,44 @@ class DuplicateModelTest(StrictnessBase):
         self.assertEqual(self.v1_requests(), before)
 
 
+# Request shapes both ports must refuse, and with which status.
+def _oversized_head(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: h\r\nX-Big: {'a' * 20000}\r\n\r\n".encode()
+
+
+BAD_SHAPES = {
+    "headers over the limit": (431, _oversized_head),
+    "body over the limit": (413, lambda path: (
+        f"POST {path} HTTP/1.1\r\nHost: h\r\nContent-Length: 10000000\r\n\r\n").encode()),
+    "Content-Length with Transfer-Encoding": (400, lambda path: (
+        f"POST {path} HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n").encode()),
+    "Transfer-Encoding not ending in chunked": (400, lambda path: (
+        f"POST {path} HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\nxxxx").encode()),
+    "two different Content-Lengths": (400, lambda path: (
+        f"POST {path} HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n"
+        "Content-Length: 3\r\n\r\nabc").encode()),
+    "garbage request line": (400, lambda path: b"HELLO\x01 WORLD\r\n\r\n"),
+}
+
+
+class AdminBadRequestTest(StrictnessBase):
+    def test_admin_answers_like_the_data_plane(self):
+        for name, (expected, build) in BAD_SHAPES.items():
+            with self.subTest(shape=name):
+                data_plane = self.send(build("/v1/chat/completions"))
+                admin = parse_response(send_raw(self.gw.admin_url, build("/admin/reload")))
+                self.assertEqual(data_plane[0], expected, data_plane)
+                self.assertEqual(admin[0], expected, admin)
+                self.assertEqual(error_code(admin[2]), error_code(data_plane[2]), admin)
+                self.assertEqual(admin[1].get("connection"), "close", admin)
+
+    def test_admin_still_serves_after_bad_requests(self):
+        for _, build in BAD_SHAPES.values():
+            send_raw(self.gw.admin_url, build("/metrics"))
+        status, _, _ = self.gw.admin("GET", "/healthz")
+        self.assertEqual(status, 200)
+
+
 if __name__ == "__main__":
     unittest.main()
