@@ -25,6 +25,22 @@ constexpr int64_t kPowersOf10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 100
 
 }  // namespace
 
+std::string_view RequestOutcomeName(RequestOutcome outcome) {
+  switch (outcome) {
+    case RequestOutcome::kCompleted:
+      return "completed";
+    case RequestOutcome::kRejected:
+      return "rejected";
+    case RequestOutcome::kUpstreamFailed:
+      return "upstream_failed";
+    case RequestOutcome::kInterrupted:
+      return "interrupted";
+    case RequestOutcome::kClientClosed:
+      return "client_closed";
+  }
+  return "completed";
+}
+
 // The exact decimal rounding std::to_chars does (which printf does), but
 // through one integer when that cannot differ from it: v * 10^digits is
 // within half an ulp of the exact product, so unless it lies that close to
@@ -196,7 +212,9 @@ void WriteAccessRecord(const AccessRecord& r, Writer& w) {
   w.String(R"(,"model":)", r.model);
   if (!r.tenant.empty()) w.String(R"(,"tenant":)", r.tenant);
   w.Integer(R"(,"status":)", r.status);
+  w.String(R"(,"outcome":)", RequestOutcomeName(r.outcome));
   if (!r.error_code.empty()) w.String(R"(,"error":)", r.error_code);
+  if (!r.upstream_error.empty()) w.String(R"(,"upstream_error":)", r.upstream_error);
   w.String(R"(,"backend":)", r.backend);
   w.String(R"(,"region":)", r.region);
   w.Bool(R"(,"stream":)", r.stream);

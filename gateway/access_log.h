@@ -11,10 +11,23 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 namespace geogate::gateway {
+
+/// How a request ended, from a fixed list (docs/observability.md).
+enum class RequestOutcome : uint8_t {
+  kCompleted,       // the whole response reached the client (any status)
+  kRejected,        // the gateway answered with its own error, no backend failure involved
+  kUpstreamFailed,  // the gateway answered 502/504 after every backend attempt failed
+  kInterrupted,     // a backend failed after the response head reached the client
+  kClientClosed,    // the client went away before the response was complete
+};
+
+/// "completed", "rejected", "upstream_failed", "interrupted", "client_closed".
+std::string_view RequestOutcomeName(RequestOutcome outcome);
 
 /// Everything an access-log line says about one request.
 struct AccessRecord {
@@ -27,7 +40,9 @@ struct AccessRecord {
   std::string_view model;
   std::string_view tenant;
   unsigned status = 0;
-  std::string_view error_code;  // the gateway's error code, when it answered itself
+  RequestOutcome outcome = RequestOutcome::kCompleted;
+  std::string_view error_code;      // the gateway's error code, when there is one
+  std::string_view upstream_error;  // health::FailureReasonName, when a backend failure ended it
   std::string_view backend;
   std::string_view region;
   bool stream = false;

@@ -274,6 +274,7 @@ class ProxyCall {
 net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, int retry_after) {
   ErrorSpec spec = SpecOf(kind);
   ctx_.status = spec.status;
+  ctx_.outcome = RequestOutcome::kRejected;
   ctx_.error_code = spec.code;
   co_return co_await ctx_.session.SendError(&ctx_.req, kind, message, ctx_.request_id, retry_after);
 }
@@ -308,6 +309,7 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
     co_await t.async_wait(kUseTuple);
     if (watch_.gone()) {
       ctx_.status = 499;
+      ctx_.outcome = RequestOutcome::kClientClosed;
       co_return false;
     }
   }
@@ -420,6 +422,7 @@ net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
     if (last.committed) co_return last.keep_alive;
     if (last.client_gone) {
       ctx_.status = 499;
+      ctx_.outcome = RequestOutcome::kClientClosed;
       worker_.metrics().client_disconnects++;
       co_return false;
     }
@@ -432,13 +435,17 @@ net::awaitable<bool> ProxyCall::FailAll(const AttemptResult& last) {
   std::string detail = absl::StrCat(
       "after ", ctx_.attempts, " attempt(s): ", health::FailureReasonName(last.failure),
       last.detail.empty() ? "" : " (", last.detail, last.detail.empty() ? "" : ")");
+  bool keep = false;
   if (ctx_.attempts == 0)
-    co_return co_await Fail(ErrorKind::kUpstreamFailed,
-                            "retry deadline reached before any attempt");
-  if (last.failure == FailureReason::kFirstTokenTimeout)
-    co_return co_await Fail(ErrorKind::kFirstTokenTimeout,
-                            "no backend produced a first token in time " + detail);
-  co_return co_await Fail(ErrorKind::kUpstreamFailed, "every backend attempt failed " + detail);
+    keep = co_await Fail(ErrorKind::kUpstreamFailed, "retry deadline reached before any attempt");
+  else if (last.failure == FailureReason::kFirstTokenTimeout)
+    keep = co_await Fail(ErrorKind::kFirstTokenTimeout,
+                         "no backend produced a first token in time " + detail);
+  else
+    keep = co_await Fail(ErrorKind::kUpstreamFailed, "every backend attempt failed " + detail);
+  ctx_.outcome = RequestOutcome::kUpstreamFailed;
+  if (ctx_.attempts != 0) ctx_.upstream_error = health::FailureReasonName(last.failure);
+  co_return keep;
 }
 
 net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_point deadline) {
@@ -629,6 +636,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   if (!written) {
     r.keep_alive = false;
     r.client_gone = true;
+    ctx_.outcome = RequestOutcome::kClientClosed;
     worker_.metrics().client_disconnects++;
     co_return r;
   }
@@ -653,6 +661,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       if (watch_.gone()) {
         worker_.metrics().client_disconnects++;
         r.client_gone = true;
+        ctx_.outcome = RequestOutcome::kClientClosed;
         co_return r;
       }
       // The backend failed after the client got the head: the response can
@@ -665,6 +674,9 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       worker_.metrics().streams_interrupted++;
       r.failure = reason;
       r.keep_alive = false;
+      ctx_.outcome = RequestOutcome::kInterrupted;
+      ctx_.error_code = "stream_interrupted";  // the code of the SSE error event
+      ctx_.upstream_error = health::FailureReasonName(reason);
       if (sse && chunked) {
         std::string event = StreamErrorEvent(absl::StrCat(
             "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason)));
@@ -687,6 +699,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       worker_.metrics().client_disconnects++;
       r.keep_alive = false;
       r.client_gone = true;
+      ctx_.outcome = RequestOutcome::kClientClosed;
       AccountTokens(backend, observer,
                     std::chrono::duration<double>(Clock::now() - sent_at_).count());
       co_return r;
@@ -702,7 +715,10 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     wd_.Guard(&client.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
     auto [ec, n] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
     ctx_.bytes_out += n;
-    if (ec) keep_alive = false;
+    if (ec) {
+      keep_alive = false;
+      ctx_.outcome = RequestOutcome::kClientClosed;  // the end of the body never reached it
+    }
   }
   wd_.Disarm();
   AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - sent_at_).count());

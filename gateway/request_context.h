@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/access_log.h"
 #include "gateway/block_cache.h"
 #include "gateway/session.h"
 #include "health/time_source.h"
@@ -49,7 +50,9 @@ struct RequestContext {
 
   // ---- outcome ----------------------------------------------------------------
   unsigned status = 0;
+  RequestOutcome outcome = RequestOutcome::kCompleted;
   std::string_view error_code;
+  std::string_view upstream_error;  // why a backend failure ended the request
   size_t backend = kNoIndex;
   double ttft_ms = -1;
   uint64_t bytes_out = 0;

@@ -33,6 +33,7 @@ net::awaitable<bool> Fail(RequestContext& ctx, ErrorKind kind, std::string_view 
                           int retry_after_s = -1) {
   ErrorSpec spec = SpecOf(kind);
   ctx.status = spec.status;
+  ctx.outcome = RequestOutcome::kRejected;
   ctx.error_code = spec.code;
   co_return co_await ctx.session.SendError(&ctx.req, kind, message, ctx.request_id, retry_after_s);
 }
@@ -184,6 +185,7 @@ net::awaitable<bool> HandleModels(RequestContext& ctx) {
   bool keep_alive =
       ctx.req.keep_alive() && !ctx.worker.shared().draining.load(std::memory_order_relaxed);
   bool ok = co_await ctx.session.Send(res, keep_alive);
+  if (!ok) ctx.outcome = RequestOutcome::kClientClosed;
   co_return ok&& keep_alive;
 }
 
@@ -272,7 +274,9 @@ void Log(RequestContext& ctx) {
   r.model = ctx.model_name();
   r.tenant = tenant ? std::string_view(tenant->name) : std::string_view();
   r.status = ctx.status;
+  r.outcome = ctx.outcome;
   r.error_code = ctx.error_code;
+  r.upstream_error = ctx.upstream_error;
   r.backend = b ? backend : std::string_view();
   r.region = b ? region : std::string_view();
   r.stream = ctx.stream;

@@ -147,9 +147,10 @@ TEST_CASE("access log lines fit their bound with every member at its widest", "[
     std::string s(len, '\x01');
     AccessRecord r;
     r.unix_ms = INT64_C(253402300799999);  // 9999-12-31T23:59:59.999Z
-    for (std::string_view* m : {&r.request_id, &r.edge, &r.client_ip, &r.method, &r.path, &r.model,
-                                &r.tenant, &r.error_code, &r.backend, &r.region, &r.route_reason,
-                                &r.country, &r.continent, &r.rule, &r.allowed, &r.policy_hash})
+    for (std::string_view* m :
+         {&r.request_id, &r.edge, &r.client_ip, &r.method, &r.path, &r.model, &r.tenant,
+          &r.error_code, &r.backend, &r.region, &r.route_reason, &r.country, &r.continent, &r.rule,
+          &r.allowed, &r.policy_hash, &r.upstream_error})
       *m = s;
     r.status = 4294967295u;
     r.stream = true;
@@ -253,4 +254,40 @@ TEST_CASE("access log numbers keep their fixed precision", "[accesslog]") {
   line.clear();
   FormatAccessRecord(r, line);
   CHECK(line.find(R"("ttft_ms":null,)") != std::string::npos);
+}
+
+TEST_CASE("access log lines say how the request ended", "[accesslog]") {
+  // Every line carries `outcome` from a fixed list; `upstream_error` (the
+  // backend's failure reason) only when a backend failure ended it.
+  auto line_of = [](const AccessRecord& r) {
+    std::string line;
+    FormatAccessRecord(r, line);
+    return boost::json::parse(line).as_object();
+  };
+  AccessRecord r;
+  r.status = 200;
+  auto done = line_of(r);
+  CHECK(done.at("outcome").as_string() == "completed");  // the default
+  CHECK_FALSE(done.contains("upstream_error"));
+  CHECK_FALSE(done.contains("error"));
+
+  r.outcome = RequestOutcome::kInterrupted;
+  r.error_code = "stream_interrupted";
+  r.upstream_error = "reset";
+  auto cut = line_of(r);
+  CHECK(cut.at("status").as_int64() == 200);  // what the client was told in the head
+  CHECK(cut.at("outcome").as_string() == "interrupted");
+  CHECK(cut.at("error").as_string() == "stream_interrupted");
+  CHECK(cut.at("upstream_error").as_string() == "reset");
+
+  std::vector<std::string> names;
+  for (RequestOutcome o :
+       {RequestOutcome::kCompleted, RequestOutcome::kRejected, RequestOutcome::kUpstreamFailed,
+        RequestOutcome::kInterrupted, RequestOutcome::kClientClosed}) {
+    r.outcome = o;
+    names.emplace_back(line_of(r).at("outcome").as_string());
+    CHECK(names.back() == RequestOutcomeName(o));
+  }
+  CHECK(names == std::vector<std::string>{"completed", "rejected", "upstream_failed", "interrupted",
+                                          "client_closed"});
 }
