@@ -12,6 +12,7 @@
 #include "gateway/headers.h"
 #include "gateway/proxy.h"
 #include "gateway/request_context.h"
+#include "gateway/request_target.h"
 #include "routing/client_ip.h"
 #include "routing/residency.h"
 
@@ -317,12 +318,20 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
   ctx.bytes_in = req.body().size();
   ctx.worker.shared().active_requests.fetch_add(1, std::memory_order_relaxed);
 
+  // Routing looks at, and the backend gets, only the normalised path.
+  std::string_view refusal;
+  if (RequestTarget normal = NormalizeRequestTarget(target, ctx.normalized_target); normal.ok) {
+    ctx.path = normal.path;
+    ctx.target = normal.target;
+  } else {
+    refusal = normal.error;
+  }
+
   bool keep = false;
-  if (std::optional<HeadRefusal> refusal = CheckRequestHead(req.base(), req.version())) {
-    keep = co_await Fail(ctx, refusal->kind, refusal->message);
-  } else if (target.empty() || target.front() != '/') {
-    keep = co_await Fail(ctx, ErrorKind::kBadRequest,
-                         "request target must be a path: geogate is not a forward proxy");
+  if (std::optional<HeadRefusal> head_refusal = CheckRequestHead(req.base(), req.version())) {
+    keep = co_await Fail(ctx, head_refusal->kind, head_refusal->message);
+  } else if (!refusal.empty()) {
+    keep = co_await Fail(ctx, ErrorKind::kBadRequest, refusal);
   } else if (ctx.path == "/v1/models" && req.method() == http::verb::get) {
     keep = co_await HandleModels(ctx);
   } else if (req.method() == http::verb::post && ctx.path.starts_with("/v1/")) {

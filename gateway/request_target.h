@@ -1,0 +1,31 @@
+// The request target as the gateway routes and forwards it (DESIGN.md §8,
+// "Paths"): an origin-form target (RFC 9112 §3.2.1) whose path has its dot
+// segments removed (RFC 3986 §5.2.4, done by Boost.URL) before anything looks
+// at it. Refused, for a 400 bad_request: a target that is not origin-form, a
+// fragment ('#'), a path carrying an encoded '/', '.' or NUL (%2F, %2E, %00 in
+// any case), and a path that normalisation takes outside /v1/.
+//
+// The ordinary target ("/v1/chat/completions", no '%', no "/.") is already
+// normal: it is parsed (no allocation) and returned as it is.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace geogate::gateway {
+
+struct RequestTarget {
+  bool ok = false;
+  std::string_view path;    // the normalised path: what routing looks at
+  std::string_view target;  // the normalised path plus the query as sent: what goes upstream
+  std::string_view error;   // why it was refused (a client-facing message) when !ok
+};
+
+/// Normalises `target` (the request line's target).
+/// @param storage holds the normalised target when it differs from `target`,
+///        or the refusal's message; the returned views point into `target`
+///        or `storage`.
+/// @return ok with the path and target to use, or !ok with the reason.
+RequestTarget NormalizeRequestTarget(std::string_view target, std::string& storage);
+
+}  // namespace geogate::gateway
