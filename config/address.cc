@@ -128,6 +128,36 @@ absl::StatusOr<Cidr> ParseCidr(std::string_view text) {
   return cidr;
 }
 
+namespace {
+
+// "." or "..", also with the dots written "%2E" (what a backend would decode
+// them to). Boost.URL's segments() view hides a leading "/." (its marker for
+// a path that would otherwise start with "//"), so the path is split here.
+bool HasDotSegment(std::string_view path) {
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = std::min(path.find('/', start), path.size());
+    std::string_view segment = path.substr(start, end - start);
+    size_t dots = 0;
+    while (!segment.empty()) {
+      if (segment.front() == '.') {
+        segment.remove_prefix(1);
+      } else if (segment.size() >= 3 && segment[0] == '%' && segment[1] == '2' &&
+                 (segment[2] == 'e' || segment[2] == 'E')) {
+        segment.remove_prefix(3);
+      } else {
+        break;
+      }
+      ++dots;
+    }
+    if (segment.empty() && (dots == 1 || dots == 2)) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<BackendUrl> ParseBackendUrl(std::string_view text) {
   if (text.find("://") == std::string_view::npos) {
     return Invalid(absl::StrCat("'", std::string(text),
@@ -182,8 +212,18 @@ absl::StatusOr<BackendUrl> ParseBackendUrl(std::string_view text) {
     out.port = out.tls ? 443 : 80;
   }
   std::string path(u.encoded_path().data(), u.encoded_path().size());
+  if (HasDotSegment(path)) {
+    return Invalid(absl::StrCat("URL '", std::string(text),
+                                "' must not contain a dot segment ('.' or '..') in its path"));
+  }
   while (!path.empty() && path.back() == '/')
     path.pop_back();
+  // Like an OpenAI SDK's base_url ("https://api.openai.com/v1") the URL may
+  // end in the API's /v1; the client's path brings its own.
+  constexpr std::string_view kApiVersion = "/v1";
+  std::string_view root = path;
+  if (root.ends_with(kApiVersion)) root.remove_suffix(kApiVersion.size());
+  out.root = std::string(root);
   out.base_path = std::move(path);
   return out;
 }

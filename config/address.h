@@ -30,10 +30,14 @@ struct BackendUrl {
   std::string host;       // registered name or IP literal, IPv6 without brackets
   uint16_t port = 0;      // explicit, else 80/443
   std::string base_path;  // "" or "/prefix" (no trailing '/'), percent-encoded as written
+  // The backend's root: base_path without a final "/v1" segment. The URL is
+  // an OpenAI base URL, so that /v1 is the client path's own: the gateway
+  // sends root + "/v1/chat/completions", root + health.path.
+  std::string root;
 };
 
 /// An absolute http:// or https:// URL with a host and nothing that cannot be
-/// part of an upstream base (no userinfo, query or fragment).
+/// part of an upstream base (no userinfo, query, fragment or dot segment).
 absl::StatusOr<BackendUrl> ParseBackendUrl(std::string_view text);
 
 }  // namespace geogate::config

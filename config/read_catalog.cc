@@ -73,7 +73,7 @@ void ReadBackend(TableReader& t, ReadContext& ctx, Draft& d) {
       b.tls = parsed->tls;
       b.host = parsed->host;
       b.port = parsed->port;
-      b.base_path = parsed->base_path;
+      b.base_path = parsed->root;
     } else {
       ctx.diag.Error(url->pos,
                      absl::StrCat(t.Describe("url"), ": ", std::string(parsed.status().message())));

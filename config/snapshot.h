@@ -161,7 +161,10 @@ struct Backend {
   bool tls = false;  // https://
   std::string host;  // for connect, Host and SNI; IPv6 literals without brackets
   uint16_t port = 0;
-  std::string base_path;            // path prefix of the URL without trailing '/', usually ""
+  // The backend's root, put before every path sent to it (the client's
+  // /v1/..., health.path, health.load_report): the URL's path without
+  // trailing '/' and without a final "/v1" (an OpenAI base URL's). Usually "".
+  std::string base_path;
   std::vector<std::string> models;  // canonical names this backend serves
   std::string gpu;
   std::string provider;

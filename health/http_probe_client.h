@@ -2,7 +2,8 @@
 // network): HTTP/1.1 GET of the health path over a keep-alive connection that
 // is reused between probes, plain or TLS, on the health thread's io_context.
 //
-//  - Target: backend.base_path + health.path; Host header from the URL.
+//  - Target: backend.base_path (the backend's root: the URL's path without a
+//    final /v1) + health.path; Host header from the URL.
 //  - TLS (https backends): SNI (for host names), certificate chain and host
 //    name verification against the system store or backend.ca_file;
 //    backend.tls_verify = false turns verification off.
@@ -41,8 +42,8 @@ class HttpProbeClient final : public ProbeClient {
     std::string host;  // name or IP literal (brackets optional for IPv6)
     uint16_t port = 80;
     bool tls = false;
-    std::string health_target = "/health";  // base_path + health.path
-    std::string load_target;                // base_path + load_report path; empty = none
+    std::string health_target = "/health";  // root (base_path) + health.path
+    std::string load_target;                // root + load_report path; empty = none
     bool json_load = true;                  // load_report == "auto"
     Millis timeout{200};
     std::string ca_file;  // empty = system store

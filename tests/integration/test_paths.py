@@ -3,7 +3,10 @@
 A hostile path (dot segments out of /v1/, encoded '/', '.' or NUL, a
 fragment) is refused with 400 and never reaches a backend; dot segments inside
 /v1/ are removed and only the normalised path is forwarded, with the query as
-sent."""
+sent. A backend URL is an OpenAI base URL: a final /v1 is the API's own, so
+`https://h/v1` + `/v1/chat/completions` is `https://h/v1/chat/completions`,
+and the health and load-report paths are resolved against the URL without
+that /v1 (the backend's root)."""
 
 from __future__ import annotations
 
@@ -219,6 +222,46 @@ class ForwardedTargetTest(unittest.TestCase):
                 status, _, body = post_json(self.gw.url, sent, chat_body(MODEL))
                 self.assertEqual(status, 200, body)
                 self.assertEqual(self.backend.received("POST"), [expected])
+
+
+class BackendBaseUrlTest(unittest.TestCase):
+    """Four backends that each serve only under their own root; each URL
+    names that root the way an OpenAI SDK base URL would (or does not)."""
+
+    # url path in the config -> the backend's root
+    CASES = {
+        "": "",
+        "/v1": "",
+        "/v1/": "",
+        "/openai/v1": "/openai",
+        "/proxy": "/proxy",
+    }
+
+    def setUp(self):
+        cfg = GatewayConfig().region("r1")
+        cfg.health["load_report"] = "/metrics"
+        self.backends = {}
+        for i, (url_path, root) in enumerate(self.CASES.items()):
+            b = RecordingBackend(root=root, name=f"b{i}").start(self)
+            self.backends[url_path] = b
+            cfg.backend(b, "r1", models=[f"m{i}"], name=f"b{i}", url=b.url + url_path)
+        self.gw = Gateway(cfg)
+        self.gw.start(self)
+
+    def test_requests_probes_and_load_reports_land_under_the_backends_root(self):
+        for i, (url_path, b) in enumerate(self.backends.items()):
+            with self.subTest(url=b.url + url_path):
+                # Healthy only if the probe found root/health.
+                self.gw.wait_backend(f"b{i}", healthy=True, timeout=10)
+                status, _, body = post_json(self.gw.url, "/v1/chat/completions",
+                                            chat_body(f"m{i}"))
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["choices"][0]["message"]["content"], f"b{i}")
+                root = b.root
+                self.assertEqual(b.received("POST"), [root + "/v1/chat/completions"])
+                wait_until(lambda: root + "/metrics" in b.received("GET"), 5,
+                           message=f"{b.url + url_path}: load report never fetched")
+                self.assertEqual(set(b.received("GET")), {root + "/health", root + "/metrics"})
 
 
 if __name__ == "__main__":

@@ -323,7 +323,8 @@ TEST_CASE("the full example loads with every value as written", "[config][loader
   CHECK(b1.tls);
   CHECK(b1.host == "gpu.example.com");
   CHECK(b1.port == 443);
-  CHECK(b1.base_path == "/v1");
+  CHECK(
+      b1.base_path.empty());  // "https://gpu.example.com/v1/": the /v1 is the API's (DESIGN.md §8)
   CHECK(b1.tier == Tier::kSpot);
   CHECK(b1.ca_file == (f.dir.path() / "certs/ca.pem").string());
   CHECK(b1.api_key.empty());
