@@ -245,6 +245,22 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
   co_return co_await ProxyRequest(ctx, body);
 }
 
+// on_request: routing looks at, and the backend gets, only the normalised
+// path (request_target.h). Not a coroutine, so that none of this sits in
+// HandleRequest's frame. @return false with the refusal's message in
+// ctx.normalized_target (and ctx.path as sent, for the log).
+bool AcceptTarget(RequestContext& ctx) {
+  std::string_view target = ctx.req.target();
+  RequestTarget normal = NormalizeRequestTarget(target, ctx.normalized_target);
+  if (!normal.ok) {
+    ctx.path = target.substr(0, target.find('?'));
+    return false;
+  }
+  ctx.path = normal.path;
+  ctx.target = normal.target;
+  return true;
+}
+
 void Log(RequestContext& ctx) {
   CountResidency(ctx);
   auto end = std::chrono::steady_clock::now();
@@ -313,25 +329,15 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
     GeneratedRequestId id = NewRequestId();
     ctx.request_id.assign(id.data(), id.size());
   }
-  std::string_view target = req.target();
-  ctx.path = target.substr(0, target.find('?'));
   ctx.bytes_in = req.body().size();
   ctx.worker.shared().active_requests.fetch_add(1, std::memory_order_relaxed);
 
-  // Routing looks at, and the backend gets, only the normalised path.
-  std::string_view refusal;
-  if (RequestTarget normal = NormalizeRequestTarget(target, ctx.normalized_target); normal.ok) {
-    ctx.path = normal.path;
-    ctx.target = normal.target;
-  } else {
-    refusal = normal.error;
-  }
-
   bool keep = false;
-  if (std::optional<HeadRefusal> head_refusal = CheckRequestHead(req.base(), req.version())) {
+  // The target first: it sets the path the access log records.
+  if (!AcceptTarget(ctx)) {
+    keep = co_await Fail(ctx, ErrorKind::kBadRequest, ctx.normalized_target);
+  } else if (std::optional<HeadRefusal> head_refusal = CheckRequestHead(req.base(), req.version())) {
     keep = co_await Fail(ctx, head_refusal->kind, head_refusal->message);
-  } else if (!refusal.empty()) {
-    keep = co_await Fail(ctx, ErrorKind::kBadRequest, refusal);
   } else if (ctx.path == "/v1/models" && req.method() == http::verb::get) {
     keep = co_await HandleModels(ctx);
   } else if (req.method() == http::verb::post && ctx.path.starts_with("/v1/")) {
