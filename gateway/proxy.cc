@@ -251,7 +251,7 @@ class ProxyCall {
   PooledString up_fields_;  // the forwarded fields every attempt sends (Host, key excluded)
   PooledString up_body_;
   PooledString up_head_;  // request line, this attempt's Host and key, up_fields_, length
-  std::string_view upstream_target_;  // ctx_.target: the normalised path and the query as sent
+  std::string_view original_target_;            // in ctx_.req, which outlives the call
   health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
   // When the committed attempt's request went to the backend: the GPU works
   // for the request from then on (prefill, then decode), so showback's
@@ -346,7 +346,7 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
 }
 
 void ProxyCall::BuildUpstreamRequest() {
-  upstream_target_ = ctx_.target;
+  original_target_ = ctx_.req.target();
   ForwardInfo fwd;
   std::string peer = ctx_.session.proxy_source() ? ctx_.session.proxy_source()->ToString()
                                                  : ctx_.session.peer().ToString();
@@ -373,7 +373,7 @@ void ProxyCall::BuildAttemptHead(const config::Backend& b) {
   up_head_.clear();
   up_head_.reserve(up_fields_.size() + 256);
   up_head_.append(ctx_.req.method_string()).append(" ");
-  up_head_.append(b.base_path).append(upstream_target_).append(" HTTP/1.1\r\n");
+  up_head_.append(b.base_path).append(original_target_).append(" HTTP/1.1\r\n");
   HeaderText fields(up_head_);
   SetBackendHeaders(fields, b);
   up_head_ += up_fields_;

@@ -31,11 +31,9 @@ struct RequestContext {
   const config::Snapshot& cfg;
   Request& req;
   health::MonotonicTime start = std::chrono::steady_clock::now();
-  PooledString request_id;        // 32 characters, or the client's (up to 128)
-  std::string_view path;          // the normalised path (request_target.h); as sent if refused
-  std::string_view target;        // what goes upstream: the normalised path and the query as sent
-  std::string normalized_target;  // holds `target` when normalising changed it (rare)
-  uint64_t bytes_in = 0;          // request body size (the body itself moves upstream)
+  PooledString request_id;  // 32 characters, or the client's (up to 128)
+  std::string_view path;    // normalised path without the query (as sent if refused)
+  uint64_t bytes_in = 0;    // request body size (the body itself moves upstream)
 
   // ---- who ------------------------------------------------------------------
   routing::IpAddr client_ip;

@@ -246,19 +246,26 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
 }
 
 // on_request: routing looks at, and the backend gets, only the normalised
-// path (request_target.h). Not a coroutine, so that none of this sits in
-// HandleRequest's frame. @return false with the refusal's message in
-// ctx.normalized_target (and ctx.path as sent, for the log).
-bool AcceptTarget(RequestContext& ctx) {
+// path (request_target.h). A normalised target replaces the request's own,
+// which is what the proxy forwards. Not a coroutine, and nothing added to
+// RequestContext: HandleRequest's frame stays in the block cache's largest
+// class. @return the refusal's text, empty when the target is accepted.
+std::string_view AcceptTarget(RequestContext& ctx) {
   std::string_view target = ctx.req.target();
-  RequestTarget normal = NormalizeRequestTarget(target, ctx.normalized_target);
+  std::string storage;  // used only when the target is not already normal
+  RequestTarget normal = NormalizeRequestTarget(target, storage);
   if (!normal.ok) {
-    ctx.path = target.substr(0, target.find('?'));
-    return false;
+    ctx.path = target.substr(0, target.find('?'));  // logged as sent
+    return normal.error;
   }
-  ctx.path = normal.path;
-  ctx.target = normal.target;
-  return true;
+  if (normal.target.data() == target.data()) {
+    ctx.path = normal.path;
+    return {};
+  }
+  size_t path_size = normal.path.size();
+  ctx.req.target(normal.target);
+  ctx.path = ctx.req.target().substr(0, path_size);
+  return {};
 }
 
 void Log(RequestContext& ctx) {
@@ -334,8 +341,8 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
 
   bool keep = false;
   // The target first: it sets the path the access log records.
-  if (!AcceptTarget(ctx)) {
-    keep = co_await Fail(ctx, ErrorKind::kBadRequest, ctx.normalized_target);
+  if (std::string_view refusal = AcceptTarget(ctx); !refusal.empty()) {
+    keep = co_await Fail(ctx, ErrorKind::kBadRequest, refusal);
   } else if (std::optional<HeadRefusal> head_refusal = CheckRequestHead(req.base(), req.version())) {
     keep = co_await Fail(ctx, head_refusal->kind, head_refusal->message);
   } else if (ctx.path == "/v1/models" && req.method() == http::verb::get) {

@@ -18,13 +18,12 @@ struct RequestTarget {
   bool ok = false;
   std::string_view path;    // the normalised path: what routing looks at
   std::string_view target;  // the normalised path plus the query as sent: what goes upstream
-  std::string_view error;   // why it was refused (a client-facing message) when !ok
+  std::string_view error;   // why it was refused (a fixed client-facing text) when !ok
 };
 
 /// Normalises `target` (the request line's target).
-/// @param storage holds the normalised target when it differs from `target`,
-///        or the refusal's message; the returned views point into `target`
-///        or `storage`.
+/// @param storage holds the normalised target when it differs from `target`;
+///        the returned path and target point into `target` or `storage`.
 /// @return ok with the path and target to use, or !ok with the reason.
 RequestTarget NormalizeRequestTarget(std::string_view target, std::string& storage);
 

@@ -135,10 +135,6 @@ TEST_CASE("request target: a path that leaves /v1/ is refused", "[gateway][targe
     CHECK_FALSE(o.ok);
     CHECK_THAT(o.error, Catch::Contains("outside /v1/"));
   }
-  // The message names what was sent and what it resolves to.
-  Outcome o = Run("/v1/../admin/backends");
-  CHECK_THAT(o.error, Catch::Contains("'/v1/../admin/backends'"));
-  CHECK_THAT(o.error, Catch::Contains("'/admin/backends'"));
 }
 
 TEST_CASE("request target: encoded '/', '.' and NUL are refused in any case", "[gateway][target]") {
