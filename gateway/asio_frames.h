@@ -17,8 +17,8 @@
 // translation unit of a program, or frames allocated by one definition
 // would be freed by the other: the top-level CMakeLists.txt includes this
 // header into every translation unit (-include), ahead of any Asio header.
-// Checked against Boost 1.81 (Debian 12); with another Boost version the
-// header does nothing and Asio's own cache stays in use.
+// Checked against Boost 1.81 (Debian 12) only: any other Boost version is a
+// build error (below), so the hook can never silently stop working.
 #pragma once
 
 #include <boost/version.hpp>
@@ -54,5 +54,13 @@ inline void thread_info_base::deallocate<thread_info_base::awaitable_frame_tag>(
 }
 
 }  // namespace boost::asio::detail
+
+#else
+
+// Asio's thread_info_base (its tags, the signatures of allocate and
+// deallocate, and that awaitable frames are its only users of the tag) was
+// read for Boost 1.81 only. Read it again for the new version, then widen
+// the version check above.
+#error "gateway/asio_frames.h supports only Boost 1.81 (see the comment above this line)"
 
 #endif
