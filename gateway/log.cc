@@ -7,6 +7,7 @@
 #include <ctime>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "gateway/openai_error.h"
 
@@ -16,7 +17,8 @@ namespace {
 
 std::mutex g_mu;
 
-void Write(const char* level, std::string_view component, std::string_view message) {
+void Write(const char* level, std::string_view component, std::string_view message,
+           std::initializer_list<LogField> fields) {
   auto now = std::chrono::system_clock::now();
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
   time_t secs = static_cast<time_t>(ms / 1000);
@@ -34,6 +36,22 @@ void Write(const char* level, std::string_view component, std::string_view messa
   AppendJsonString(line, component);
   line += ",\"msg\":";
   AppendJsonString(line, message);
+  for (const LogField& f : fields) {
+    line += ',';
+    AppendJsonString(line, f.key);
+    line += ':';
+    std::visit(
+        [&line](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::string_view>)
+            AppendJsonString(line, v);
+          else if constexpr (std::is_same_v<T, bool>)
+            line += v ? "true" : "false";
+          else
+            line += std::to_string(v);
+        },
+        f.value);
+  }
   line += "}\n";
   std::lock_guard<std::mutex> lock(g_mu);
   ssize_t unused = ::write(STDERR_FILENO, line.data(), line.size());
@@ -42,8 +60,14 @@ void Write(const char* level, std::string_view component, std::string_view messa
 
 }  // namespace
 
-void LogInfo(std::string_view c, std::string_view m) { Write("info", c, m); }
-void LogWarn(std::string_view c, std::string_view m) { Write("warn", c, m); }
-void LogError(std::string_view c, std::string_view m) { Write("error", c, m); }
+void LogInfo(std::string_view c, std::string_view m, std::initializer_list<LogField> f) {
+  Write("info", c, m, f);
+}
+void LogWarn(std::string_view c, std::string_view m, std::initializer_list<LogField> f) {
+  Write("warn", c, m, f);
+}
+void LogError(std::string_view c, std::string_view m, std::initializer_list<LogField> f) {
+  Write("error", c, m, f);
+}
 
 }  // namespace geogate::gateway

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <csignal>
-#include <cstdio>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -169,11 +168,16 @@ absl::Status Server::StartListeners() {
       w->AddAcceptor(std::move(*acceptor), ListenerSpec{i, l.tls.has_value(), l.proxy_protocol});
     }
     listener_addresses_.push_back(HostPort(l.host, port));
-    std::printf("listening on %s%s\n", HostPort(l.host, port).c_str(), l.tls ? " tls" : "");
-    LogInfo("listener", absl::StrCat("listening on ", HostPort(l.host, port), l.tls ? " (TLS)" : "",
-                                     l.proxy_protocol ? " (PROXY protocol)" : ""));
+    // On stderr with the rest of the operational log: stdout carries only
+    // access-log records. Tests and tools read the port from "port".
+    LogInfo("listener",
+            absl::StrCat("listening on ", HostPort(l.host, port), l.tls ? " (TLS)" : "",
+                         l.proxy_protocol ? " (PROXY protocol)" : ""),
+            {{"address", HostPort(l.host, port)},
+             {"port", int64_t{port}},
+             {"tls", l.tls.has_value()},
+             {"proxy_protocol", l.proxy_protocol}});
   }
-  std::fflush(stdout);
   return absl::OkStatus();
 }
 
@@ -249,8 +253,9 @@ int Server::Run() {
     LogError("startup", ToStd(st.message()));
     return 1;
   }
-  std::printf("admin on %s\n", HostPort(cfg.gateway.admin.host, admin_->port()).c_str());
-  std::fflush(stdout);
+  LogInfo("admin", absl::StrCat("admin on ", HostPort(cfg.gateway.admin.host, admin_->port())),
+          {{"address", HostPort(cfg.gateway.admin.host, admin_->port())},
+           {"port", int64_t{admin_->port()}}});
 
   health_->Start();
   health_->Update(current_->config, current_->backends);

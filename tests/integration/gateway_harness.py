@@ -1,6 +1,8 @@
 """The geogate gateway as a test fixture: a config builder that writes
 geogate.toml from Python values, and a Process wrapper that learns the
-listener and admin ports the gateway prints (all listeners use port 0)."""
+listener and admin ports from the gateway's operational log on stderr (all
+listeners use port 0): one JSON line per listener, component "listener",
+and one for the admin listener, component "admin", each with "port"."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from typing import Any, Optional
 
 from harness import (GATEWAY_BIN, GpuSim, Process, TlsFiles, request, wait_until)
 
-_LISTEN_LINE = re.compile(r"^listening on (\S+):(\d+)( tls)?\s*$")
-_ADMIN_LINE = re.compile(r"^admin on (\S+):(\d+)\s*$")
+# The admin listener's line comes after every data-plane listener's.
+_ADMIN_LINE = re.compile(r'^\{.*"component":"admin"')
 
 
 def toml_value(v: Any) -> str:
@@ -126,12 +128,11 @@ class Gateway(Process):
         os.replace(tmp, self.config_path)  # atomic, as an operator's tooling would
 
     def _on_started(self) -> None:
-        m = self.wait_for_line(_ADMIN_LINE)
-        self.admin_port = int(m.group(2))
-        for line in list(self.lines):
-            lm = _LISTEN_LINE.match(line)
-            if lm:
-                self.listeners.append((int(lm.group(2)), bool(lm.group(3))))
+        m = self.wait_for_line(_ADMIN_LINE, stream="stderr")
+        self.admin_port = int(json.loads(m.string)["port"])
+        for rec in self.log_records():
+            if rec.get("component") == "listener" and "port" in rec:
+                self.listeners.append((int(rec["port"]), bool(rec["tls"])))
         plain = [p for p, tls in self.listeners if not tls]
         self.port = plain[0] if plain else self.listeners[0][0]
         self.host = "127.0.0.1"
@@ -194,6 +195,17 @@ class Gateway(Process):
 
     def sighup(self) -> None:
         self.signal(signal.SIGHUP)
+
+    def log_records(self) -> list[dict]:
+        """The operational log (stderr) so far, one dict per JSON line."""
+        out = []
+        for line in list(self.err_lines):
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
 
     def access_log(self) -> list[dict]:
         """Access-log lines printed so far (access_log = "-")."""

@@ -3,8 +3,9 @@
 What is here:
   * binary locations from $GEOGATE_BIN_DIR (bin_path, GPUSIM_BIN, GATEWAY_BIN);
   * free_port(); Process, a child process that announces "listening on HOST:PORT",
-    is killed by PID only (never by name) on cleanup, and keeps its stderr for
-    diagnostics; GpuSim, the GPU backend simulator with its control listener;
+    is killed by PID only (never by name) on cleanup, and keeps its stdout and
+    stderr lines (stderr also in a file, for diagnostics); GpuSim, the GPU
+    backend simulator with its control listener;
   * HTTP helpers: request(), get_json(), post_json(), send_raw(), port_refuses();
   * SSE: SseStream (raw sockets, http and https, per-event arrival times) and
     stream_chat(), a generator of (arrival_time_monotonic, data) pairs;
@@ -99,9 +100,10 @@ _LISTENING = re.compile(r"^listening on (\S+):(\d+)\s*$")
 class Process:
     """A child process that prints `listening on HOST:PORT` once it is ready.
 
-    stdout is drained by a thread (kept in .lines); stderr goes to a temp file
-    (stderr_text()). Cleanup signals only this process's own PID, and only
-    while the Popen object has not reaped it, so the PID cannot be reused.
+    stdout and stderr are drained by a thread each: stdout lines are kept in
+    .lines, stderr lines in .err_lines and in a temp file (stderr_text()).
+    Cleanup signals only this process's own PID, and only while the Popen
+    object has not reaped it, so the PID cannot be reused.
     """
 
     def __init__(self, args: list[str], *, name: Optional[str] = None,
@@ -117,9 +119,11 @@ class Process:
         self.host: Optional[str] = None
         self.port: Optional[int] = None
         self.lines: list[str] = []
+        self.err_lines: list[str] = []
         self._cond = threading.Condition()
-        self._stdout_closed = False
+        self._closed = {"stdout": False, "stderr": False}
         self._stderr_file = None
+        self._drains: list[threading.Thread] = []
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -137,14 +141,18 @@ class Process:
         if self.env:
             env.update(self.env)
         self.popen = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=self._stderr_file,
-                                      env=env, cwd=self.cwd, text=True, bufsize=1)
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env=env, cwd=self.cwd, encoding="utf-8",
+                                      errors="replace", bufsize=1)
         with _live_lock:
             _live.add(self)
         if testcase is not None:
             testcase.addCleanup(self._cleanup_for, testcase)
-        threading.Thread(target=self._drain_stdout, daemon=True,
-                         name=f"{self.name}-stdout").start()
+        self._drains = [threading.Thread(target=self._drain, args=(stream,), daemon=True,
+                                         name=f"{self.name}-{stream}")
+                        for stream in ("stdout", "stderr")]
+        for t in self._drains:
+            t.start()
         if self.wait_ready:
             m = self.wait_for_line(_LISTENING, self.ready_timeout)
             self.host, self.port = m.group(1).strip("[]"), int(m.group(2))
@@ -164,30 +172,38 @@ class Process:
                 sys.stderr.write(f"\n--- stderr of {self.name} (pid {self.pid}) ---\n"
                                  f"{text[-8000:]}\n--- end ---\n")
 
-    def _drain_stdout(self) -> None:
-        assert self.popen and self.popen.stdout
-        for line in self.popen.stdout:
+    def _drain(self, stream: str) -> None:
+        assert self.popen
+        pipe = self.popen.stdout if stream == "stdout" else self.popen.stderr
+        lines = self.lines if stream == "stdout" else self.err_lines
+        for line in pipe:
             with self._cond:
-                self.lines.append(line.rstrip("\n"))
+                if stream == "stderr" and not self._stderr_file.closed:
+                    self._stderr_file.write(line.encode("utf-8", "replace"))
+                    self._stderr_file.flush()
+                lines.append(line.rstrip("\n"))
                 self._cond.notify_all()
-        self.popen.stdout.close()
+        pipe.close()
         with self._cond:
-            self._stdout_closed = True
+            self._closed[stream] = True
             self._cond.notify_all()
 
-    def wait_for_line(self, pattern, timeout: float = STARTUP_TIMEOUT) -> re.Match:
-        """Waits for a stdout line matching `pattern` (regex or compiled)."""
+    def wait_for_line(self, pattern, timeout: float = STARTUP_TIMEOUT,
+                      stream: str = "stdout") -> re.Match:
+        """Waits for a line of `stream` ("stdout" or "stderr") matching
+        `pattern` (regex or compiled)."""
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        lines = self.lines if stream == "stdout" else self.err_lines
         deadline = time.monotonic() + timeout
         seen = 0
         with self._cond:
             while True:
-                for line in self.lines[seen:]:
+                for line in lines[seen:]:
                     m = regex.search(line)
                     if m:
                         return m
-                seen = len(self.lines)
-                if self._stdout_closed:
+                seen = len(lines)
+                if self._closed[stream]:
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -195,8 +211,8 @@ class Process:
                 self._cond.wait(min(left, 0.2))
         rc = self.popen.poll() if self.popen else None
         self.stop()
-        raise ProcessError(f"{self.name}: no line matching {regex.pattern!r} within {timeout}s "
-                           f"(exit code {rc}); stdout={self.lines!r}\n"
+        raise ProcessError(f"{self.name}: no {stream} line matching {regex.pattern!r} within "
+                           f"{timeout}s (exit code {rc}); stdout={self.lines!r}\n"
                            f"stderr:\n{self.stderr_text()}")
 
     @property
@@ -271,7 +287,10 @@ class Process:
         with _live_lock:
             _live.discard(self)
         if self._stderr_file is not None and rc is not None:
-            self._stderr_file.close()  # stderr_text() reads by path
+            for t in self._drains:  # the rest of its output, unless a child still holds it
+                t.join(timeout=2)
+            with self._cond:
+                self._stderr_file.close()  # stderr_text() reads by path
         return rc
 
     def stderr_text(self) -> str:

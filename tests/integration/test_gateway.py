@@ -466,5 +466,49 @@ class DrainTest(GatewayTestCase):
         self.assertEqual(gw.popen.wait(timeout=10), 0)
 
 
+class OutputTest(GatewayTestCase):
+    def test_every_stdout_line_is_json_and_the_process_log_is_on_stderr(self):
+        # With the default access log ("-") stdout is for access-log records
+        # only, so a log shipper can parse every line of it. Process messages
+        # (listeners, admin, reloads, drain) are JSON lines on stderr.
+        tls = make_tls_files()
+        sim = self.start_sim()
+        gw = self.start_gateway(GatewayConfig(tls=tls).region("r1").backend(sim, "r1"))
+        gw.wait_backend("b1")
+        self.assertEqual(post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))[0], 200)
+        events = [d for _, d in stream_chat(gw.tls_url, chat_body(MODEL))]
+        self.assertEqual(events[-1], "[DONE]")
+        self.assertEqual(post_json(gw.url, "/v1/chat/completions", chat_body("no-such"))[0], 404)
+        gw.sighup()
+        wait_until(lambda: any("reload" in r.get("component", "") for r in gw.log_records()), 10,
+                   message="no reload line on stderr")
+        self.assertEqual(gw.terminate(), 0)
+
+        records = []
+        for line in gw.lines:
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                self.fail(f"stdout line is not JSON: {line!r}")
+        self.assertTrue(all(isinstance(r, dict) for r in records), records)
+        self.assertEqual(len(records), 3, records)
+        self.assertTrue(all(r.get("request_id") for r in records), records)
+        self.assertEqual([r["status"] for r in records], [200, 200, 404])
+
+        for line in gw.err_lines:
+            try:
+                json.loads(line)
+            except ValueError:
+                self.fail(f"stderr line is not JSON: {line!r}")
+        listeners = [r for r in gw.log_records() if r.get("component") == "listener"]
+        self.assertEqual(sorted((r["port"], r["tls"]) for r in listeners),
+                         sorted((p, t) for p, t in gw.listeners))
+        self.assertEqual(sorted(r["tls"] for r in listeners), [False, True])
+        self.assertTrue(all(r["address"] == f"127.0.0.1:{r['port']}" for r in listeners))
+        admin = [r for r in gw.log_records() if r.get("component") == "admin"]
+        self.assertEqual([(r["address"], r["port"]) for r in admin],
+                         [(f"127.0.0.1:{gw.admin_port}", gw.admin_port)])
+
+
 if __name__ == "__main__":
     unittest.main()
