@@ -135,8 +135,12 @@ struct ControlServer::Impl {
         stats[kv.key()] = kv.value();
       return {http::status::ok, std::move(stats)};
     }
+    if (path == "/control/requests" && get)
+      return {http::status::ok, json::object{{"recording", ctx.options.record_requests},
+                                             {"requests", ctx.recent.snapshot()}}};
     if (path == "/control/reset" && post) {
       ctx.stats.reset();
+      ctx.recent.clear();
       return {http::status::ok, json::object{{"status", "ok"}}};
     }
     return {http::status::not_found,

@@ -4,7 +4,8 @@
 //   POST /control         {"mode","n","factor","rtt_ms","ttft_ms","token_interval_ms"} (any subset)
 //   GET  /control         the current settings
 //   GET  /control/stats   counters (see README.md)
-//   POST /control/reset   zeroes the counters
+//   GET  /control/requests  the heads of the last requests (--record-requests N)
+//   POST /control/reset   zeroes the counters and forgets the recorded heads
 #pragma once
 
 #include <memory>

@@ -116,6 +116,8 @@ An OpenAI-compatible GPU inference backend simulator.
   --mode MODE               healthy | refuse | error500 | stall | die_after[:N] | slow[:F]
   --idle-timeout-ms X       keep-alive idle, header read and TLS handshake deadline (default 60000)
   --log-requests            one JSON line per request on stderr
+  --record-requests N       keep the heads of the last N requests (not /health) for
+                            GET /control/requests (default 0 = none)
   --help
 )";
 }
@@ -155,6 +157,7 @@ std::optional<Options> parse_options(int argc, char** argv, std::string& error, 
       {"--max-tokens-cap", int_at_least(o.max_tokens_cap, 1)},
       {"--max-concurrency", int_at_least(o.max_concurrency, 0)},
       {"--queue-limit", int_at_least(o.queue_limit, 0)},
+      {"--record-requests", int_at_least(o.record_requests, 0)},
       {"--threads", int_at_least(threads, 1)},
       {"--tls-cert", [&](std::string_view v) { return !(o.tls_cert = v).empty(); }},
       {"--tls-key", [&](std::string_view v) { return !(o.tls_key = v).empty(); }},

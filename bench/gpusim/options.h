@@ -35,6 +35,7 @@ struct Options {
   std::string tls_key;
   int threads = 1;
   bool log_requests = false;
+  int64_t record_requests = 0;     // heads kept for GET /control/requests
   double idle_timeout_ms = 60000;  // keep-alive idle / header read / TLS handshake
   uint64_t max_body_bytes = 4 * 1024 * 1024;
 };

@@ -92,6 +92,7 @@ SimContext::SimContext(const Options& o)
       tunables(o.initial),
       stats(static_cast<size_t>(o.threads)),
       limiter(o.max_concurrency, o.queue_limit),
+      recent(static_cast<size_t>(o.record_requests)),
       id_prefix(make_id_prefix()) {}
 
 // One thread, one io_context, one SO_REUSEPORT acceptor, and the sessions
@@ -378,6 +379,12 @@ asio::awaitable<bool> Session<Stream>::serve(Request& req, RequestLog& log) {
   const bool health = path == "/health";
   StatsShard::bump(health ? stats.health_checks : stats.requests_total);
   stats.count_request(path, client);
+  if (!health && ctx_.recent.enabled()) {
+    RecentRequests::Head head{std::string(req.method_string()), std::string(target), {}};
+    for (const auto& field : req)
+      head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    ctx_.recent.add(std::move(head));
+  }
   const Tunables t = ctx_.tunables.snapshot();
   const bool get = req.method() == http::verb::get;
   const bool post = req.method() == http::verb::post;

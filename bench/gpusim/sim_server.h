@@ -14,6 +14,7 @@
 
 #include "bench/gpusim/concurrency_limiter.h"
 #include "bench/gpusim/options.h"
+#include "bench/gpusim/recent_requests.h"
 #include "bench/gpusim/responses.h"
 #include "bench/gpusim/stats.h"
 #include "bench/gpusim/tunables.h"
@@ -32,6 +33,7 @@ struct SimContext {
   TunablesStore tunables;
   Stats stats;
   ConcurrencyLimiter limiter;
+  RecentRequests recent;                           // --record-requests
   std::unique_ptr<boost::asio::ssl::context> tls;  // set when serving HTTPS
   const std::chrono::steady_clock::time_point grid_start = std::chrono::steady_clock::now();
   const std::string id_prefix;  // unique per process: ids differ across restarts

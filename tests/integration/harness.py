@@ -388,7 +388,19 @@ class GpuSim(Process):
         return data
 
     def reset(self) -> None:
+        """POST /control/reset: zeroes the counters, forgets the recorded heads."""
         post_json(self.control_url, "/control/reset", {})
+
+    def received(self) -> list[dict]:
+        """GET /control/requests: the heads of the last requests the simulator got
+        (not /health), oldest first, each {"method", "target", "headers": [[name,
+        value], ...]} with the headers as received. Needs record_requests=N."""
+        status, _, data = get_json(self.control_url, "/control/requests")
+        if status != 200:
+            raise AssertionError(f"GET /control/requests -> {status} {data}")
+        if not data["recording"]:
+            raise AssertionError("gpusim was started without record_requests=N")
+        return data["requests"]
 
     def health(self, timeout: float = 10.0) -> tuple[int, Any]:
         status, _, data = get_json(self.url, "/health", timeout=timeout,

@@ -119,7 +119,8 @@ class StreamingTest(GatewayTestCase):
 class RequestsTest(GatewayTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=2, token_interval_ms=1, tokens=4)
+        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=2, token_interval_ms=1, tokens=4,
+                         record_requests=16)
         cls.sim.start()
         cfg = GatewayConfig().region("r1").backend(cls.sim, "r1")
         cfg.limits = {"max_header_bytes": 4096, "max_body_bytes": 2048, "header_timeout_ms": 500}
@@ -254,12 +255,41 @@ class RequestsTest(GatewayTestCase):
         self.assert_still_serving()
 
     def test_client_key_is_never_forwarded(self):
+        # A backend without api_key_env gets no Authorization at all: what
+        # gpusim received, header by header.
         self.sim.reset()
         status, _, _ = post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL),
-                                 headers={"Authorization": "Bearer client-secret"})
+                                 headers={"Authorization": "Bearer client-secret",
+                                          "X-Forwarded-For": "203.0.113.7"})
         self.assertEqual(status, 200)
-        # gpusim counts clients by X-Forwarded-For: the gateway appended the peer.
-        self.assertIn("127.0.0.1", self.sim.stats()["by_client"])
+        heads = [h for h in self.sim.received() if h["target"] == "/v1/chat/completions"]
+        self.assertEqual(len(heads), 1, heads)
+        headers = [(n.lower(), v) for n, v in heads[0]["headers"]]
+        self.assertNotIn("authorization", [n for n, _ in headers], headers)
+        self.assertNotIn("client-secret", json.dumps(heads[0]))
+        self.assertIn(("x-forwarded-for", "203.0.113.7, 127.0.0.1"), headers)
+
+    def test_backend_key_replaces_the_client_key(self):
+        sim = self.start_sim(record_requests=8)
+        cfg = GatewayConfig().region("r1").backend(sim, "r1", api_key_env="B1_KEY")
+        gw = Gateway(cfg, env={"B1_KEY": "sk-backend-own"})
+        gw.start(self)
+        gw.wait_until_ready()
+        for stream in (False, True):
+            body = chat_body(MODEL, stream=stream)
+            h = {"Authorization": "Bearer client-secret"}
+            if stream:
+                self.assertEqual([d for _, d in stream_chat(gw.url, body, headers=h)][-1],
+                                 "[DONE]")
+            else:
+                self.assertEqual(post_json(gw.url, "/v1/chat/completions", body, headers=h)[0],
+                                 200)
+        heads = [h for h in sim.received() if h["target"] == "/v1/chat/completions"]
+        self.assertEqual(len(heads), 2, heads)
+        for head in heads:
+            auth = [v for n, v in head["headers"] if n.lower() == "authorization"]
+            self.assertEqual(auth, ["Bearer sk-backend-own"], head)
+            self.assertNotIn("client-secret", json.dumps(head))
 
 
 class FailureTest(GatewayTestCase):
