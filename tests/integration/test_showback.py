@@ -11,6 +11,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import tempfile
 import time
 import unittest
@@ -19,6 +20,9 @@ from gateway_harness import Gateway, GatewayConfig
 from harness import GpuSim, chat_body, post_json, request, stream_chat, wait_until
 
 MODEL = "llama-3.1-8b"
+# What config() declares, by backend: (capacity, cost_per_hour).
+BACKENDS = {"eu-h100": (4, 2.49), "us-l4": (8, 0.8)}
+TOKENS = 7  # completion tokens of every answer (GpuSim tokens=7)
 
 
 def key_hash(key: str) -> str:
@@ -77,21 +81,70 @@ class ShowbackTest(unittest.TestCase):
         gw = self.start()
         self.workload(gw)
         generated = sum(s.stats()["tokens_generated"] for s in self.sims)
-        self.assertEqual(generated, 14 * 7)
+        self.assertEqual(generated, 14 * TOKENS)
+        # Every request sent the same prompt: gpusim counted its tokens.
+        prompt = sum(s.stats()["prompt_tokens"] for s in self.sims)
+        self.assertEqual(prompt % 14, 0)
+        per_prompt = prompt // 14
+        self.assertGreater(per_prompt, 0)
+        def access_log():
+            lines = [r for r in gw.access_log() if r.get("tenant")]
+            return lines if len(lines) == 14 else None
+
+        log = wait_until(access_log, 10, message="14 access-log lines")
+
+        # Each request's GPU share: its wall time at the backend over the
+        # backend's capacity, so at least gpusim's own generation time (TTFT
+        # plus the gaps between 7 tokens) and at most the whole request as
+        # the gateway saw it; its cost is that at the backend's hourly price.
+        for r in log:
+            capacity, rate = BACKENDS[r["backend"]]
+            generation_s = (2 + (TOKENS - 1) * 2) / 1000
+            self.assertGreaterEqual(r["gpu_seconds"], generation_s / capacity - 1e-6, r)
+            self.assertLessEqual(r["gpu_seconds"], r["duration_ms"] / 1000 / capacity + 1e-6, r)
+            self.assertAlmostEqual(r["cost"], r["gpu_seconds"] * rate / 3600, delta=1e-8)
+            self.assertEqual((r["prompt_tokens"], r["completion_tokens"], r["tokens_estimated"]),
+                             (per_prompt, TOKENS, False), r)
+
         body = self.showback(gw)
         rows = {r["tenant"]: r for r in body["rows"]}
-        self.assertEqual(rows["team-a"]["requests"], 7)
-        self.assertEqual(rows["team-b"]["requests"], 7)
-        self.assertEqual(sum(r["completion_tokens"] for r in body["rows"]), generated)
-        self.assertEqual(body["totals"]["completion_tokens"], generated)
+        self.assertEqual(sorted(rows), ["team-a", "team-b"])
+        for tenant in ("team-a", "team-b"):
+            mine = [r for r in log if r["tenant"] == tenant]
+            row = rows[tenant]
+            self.assertEqual(len(mine), 7)
+            self.assertEqual(row["requests"], 7)
+            self.assertEqual(row["estimated_requests"], 0)
+            self.assertEqual(row["completion_tokens"], 7 * TOKENS)
+            self.assertEqual(row["prompt_tokens"], 7 * per_prompt)
+            self.assertEqual(row["estimated_share"], 0)
+            # The access log rounds to 6 (GPU-seconds) and 8 (cost) decimals.
+            self.assertAlmostEqual(row["gpu_seconds"], sum(r["gpu_seconds"] for r in mine),
+                                   delta=7e-6)
+            self.assertAlmostEqual(row["cost"], sum(r["cost"] for r in mine), delta=7e-8)
+        totals = body["totals"]
+        self.assertEqual((totals["requests"], totals["completion_tokens"], totals["prompt_tokens"]),
+                         (14, generated, prompt))
         # Tokens came from the usage object, not estimates.
-        self.assertEqual(body["totals"].get("estimated_completion_tokens", 0), 0)
-        self.assertGreater(body["totals"]["gpu_seconds"], 0)
-        # By backend: the cost is GPU-seconds x cost_per_hour / 3600.
+        self.assertEqual(totals.get("estimated_completion_tokens", 0), 0)
+        self.assertAlmostEqual(totals["gpu_seconds"], sum(r["gpu_seconds"] for r in rows.values()),
+                               places=12)
+        # By backend: what each backend served, at its price.
         by_backend = self.showback(gw, "group_by=backend,gpu,provider,tier")
+        self.assertEqual(sum(r["requests"] for r in by_backend["rows"]), 14)
         for r in by_backend["rows"]:
-            rate = 2.49 if r["backend"] == "eu-h100" else 0.8
+            capacity, rate = BACKENDS[r["backend"]]
+            served = [e for e in log if e["backend"] == r["backend"]]
+            self.assertEqual(r["requests"], len(served))
+            self.assertEqual(r["completion_tokens"], len(served) * TOKENS)
+            self.assertEqual((r["gpu"], r["tier"]),
+                             ("H100", "reserved") if r["backend"] == "eu-h100" else ("L4", "on-demand"))
+            self.assertAlmostEqual(r["gpu_seconds"], sum(e["gpu_seconds"] for e in served),
+                                   delta=14e-6)
             self.assertAlmostEqual(r["cost"], r["gpu_seconds"] * rate / 3600, places=9)
+        self.assertEqual(sum(r["requests"] for r in by_backend["rows"]
+                             if r["backend"] == "eu-h100"),
+                         self.sims[0].stats()["requests_by_path"].get("/v1/chat/completions", 0))
         # CSV of the same.
         status, headers, text = request(gw.admin_url, "GET", "/admin/showback?group_by=tenant&format=csv")
         self.assertEqual(status, 200)
@@ -142,15 +195,58 @@ class ShowbackTest(unittest.TestCase):
 
     def test_capacity_report_and_pool_metrics(self):
         gw = self.start()
-        self.workload(gw)
-        wait_until(lambda: gw.metric("geogate_pool_backends", region="eu", gpu="H100", model=MODEL) == 1, 5)
-        status, _, report = gw.admin("GET", "/admin/capacity")
-        self.assertEqual(status, 200)
-        text = json.dumps(report)
-        self.assertIn("H100", text)
-        self.assertIn("desired", text)
-        self.assertGreaterEqual(gw.metric("geogate_pool_desired_backends", region="eu", gpu="H100",
-                                          model=MODEL), 1)
+        # Four streams held open on the H100 (capacity 4): its first token
+        # never comes while the test runs, and the EU header keeps them off
+        # the L4 in "us".
+        eu = self.sims[0]
+        eu.control(ttft_ms=60000)
+        body = json.dumps(chat_body(MODEL, stream=True)).encode()
+        held = []
+        for _ in range(4):
+            sock = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+            self.addCleanup(sock.close)
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                         b"Authorization: Bearer sk-b\r\nx-geogate-residency: EU\r\n"
+                         b"Content-Type: application/json\r\n"
+                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            held.append(sock)
+        wait_until(lambda: gw.backend("eu-h100")["inflight"] == 4, 10)
+
+        def pools():
+            status, _, report = gw.admin("GET", "/admin/capacity")
+            self.assertEqual(status, 200, report)
+            return report, {p["region"]: p for p in report["pools"]}
+
+        # desired = max(1, ceil(mean in-flight / (0.7 x 4))): 2 once the
+        # 5-minute mean (taken since the gateway started) passes 2.8 of the 4.
+        wait_until(lambda: pools()[1]["eu"]["desired_backends"] == 2, 30,
+                   message="the loaded H100 pool never asked for a second backend")
+        report, by_region = pools()
+        self.assertEqual(report["target_utilization"], 0.7)
+        self.assertEqual(sorted(by_region), ["eu", "us"])
+        h100, l4 = by_region["eu"], by_region["us"]
+        self.assertEqual((h100["gpu"], h100["model"], h100["backends"], h100["configured_backends"],
+                          h100["capacity_per_backend"]), ("H100", MODEL, 1, 1, 4))
+        self.assertGreater(h100["mean_inflight_5m"], 2.8)
+        self.assertLessEqual(h100["mean_inflight_5m"], 4)
+        self.assertAlmostEqual(h100["utilization"]["5m"], h100["mean_inflight_5m"] / 4, places=6)
+        self.assertEqual(h100["desired_backends"], 2)
+        self.assertIn("-> 2 backends", h100["reason"])
+        # The idle L4 pool keeps its one warm backend.
+        self.assertEqual((l4["gpu"], l4["backends"], l4["capacity_per_backend"],
+                          l4["mean_inflight_5m"], l4["utilization"]["5m"], l4["desired_backends"]),
+                         ("L4", 1, 8, 0, 0, 1))
+        # The same numbers in /metrics.
+        self.assertEqual(gw.metric("geogate_pool_desired_backends", region="eu", gpu="H100",
+                                   model=MODEL), 2)
+        self.assertEqual(gw.metric("geogate_pool_desired_backends", region="us", gpu="L4",
+                                   model=MODEL), 1)
+        self.assertEqual(gw.metric("geogate_pool_backends", region="eu", gpu="H100", model=MODEL), 1)
+        self.assertGreater(gw.metric("geogate_pool_utilization", region="eu", gpu="H100",
+                                     model=MODEL, window="1m"), 0.7)
+        for sock in held:
+            sock.close()
+        wait_until(lambda: gw.backend("eu-h100")["inflight"] == 0, 10)
 
 
 if __name__ == "__main__":
