@@ -127,21 +127,43 @@ tls = { cert = "certs/edge.pem", key = "edge.key" }
 }
 
 TEST_CASE("an unreadable file is an error", "[config][files]") {
-  if (::geteuid() == 0) {
-    SUCCEED("running as root: every file is readable, nothing to test");
-    return;
-  }
+  // /proc/sys/vm/drop_caches is a regular file that nobody may read, root
+  // included (mode 0200, and procfs refuses reads whatever the
+  // capabilities): the check is exercised however CI runs.
+  const char* kWriteOnly = "/proc/sys/vm/drop_caches";
+  struct stat st {};
+  REQUIRE(::stat(kWriteOnly, &st) == 0);
+  REQUIRE(S_ISREG(st.st_mode));
+  REQUIRE(::access(kWriteOnly, R_OK) != 0);
   TempDir dir;
-  std::string db = dir.Write("geo.mmdb");
-  ::chmod(db.c_str(), 0);
   LoadResult r = testing::Load(R"(
+[[gateway.listeners]]
+address = "127.0.0.1:0"
+[geo]
+database = "/proc/sys/vm/drop_caches"
+)",
+                               FakeEnv(), dir.str());
+  REQUIRE_ONLY_ERROR(r, 4, 12, "geo database '/proc/sys/vm/drop_caches' is not readable");
+
+  // A file with mode 0 is unreadable to everyone but root, who reads it
+  // anyway (CAP_DAC_OVERRIDE): the check asks the kernel, so start-up
+  // accepts it exactly when it could open it.
+  std::string db = dir.Write("geo.mmdb");
+  REQUIRE(::chmod(db.c_str(), 0) == 0);
+  LoadResult mode0 = testing::Load(R"(
 [[gateway.listeners]]
 address = "127.0.0.1:0"
 [geo]
 database = "geo.mmdb"
 )",
-                               FakeEnv(), dir.str());
-  REQUIRE_ONLY_ERROR(r, 4, 12, "is not readable");
+                                   FakeEnv(), dir.str());
+  if (::geteuid() == 0) {
+    INFO(testing::Describe(mode0));
+    for (const auto& e : mode0.errors)
+      CHECK_THAT(e.message, !Catch::Matchers::Contains("not readable"));
+  } else {
+    REQUIRE_ONLY_ERROR(mode0, 4, 12, "is not readable");
+  }
 }
 
 TEST_CASE("a listener with tls needs both cert and key", "[config][files]") {
