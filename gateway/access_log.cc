@@ -271,20 +271,21 @@ void FormatAccessRecord(const AccessRecord& r, std::string& out) {
 }
 
 std::unique_ptr<AccessLog> AccessLog::Open(const std::string& path, std::string* error) {
-  if (path.empty()) return std::unique_ptr<AccessLog>(new AccessLog(path, -1));
-  if (path == "-") return std::unique_ptr<AccessLog>(new AccessLog(path, STDOUT_FILENO));
+  if (path.empty()) return std::unique_ptr<AccessLog>(new AccessLog(path, -1, false));
+  if (path == "-") return std::unique_ptr<AccessLog>(new AccessLog(path, STDOUT_FILENO, false));
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (fd < 0) {
     if (error) *error = "cannot open access log " + path + ": " + std::strerror(errno);
     return nullptr;
   }
-  auto log = std::unique_ptr<AccessLog>(new AccessLog(path, fd));
-  log->owns_fd_ = true;
-  return log;
+  return std::unique_ptr<AccessLog>(new AccessLog(path, fd, true));
 }
 
-AccessLog::AccessLog(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
-  if (fd_ >= 0) thread_ = std::thread([this] { Run(); });
+AccessLog::AccessLog(std::string path, int fd, bool owns_fd)
+    : path_(std::move(path)), fd_(fd), owns_fd_(owns_fd) {
+  if (fd_ < 0) return;
+  enabled_.store(true, std::memory_order_relaxed);
+  thread_ = std::thread([this] { Run(); });
 }
 
 AccessLog::~AccessLog() {
@@ -292,9 +293,10 @@ AccessLog::~AccessLog() {
 }
 
 void AccessLog::Submit(std::string&& batch) {
-  if (fd_ < 0 || batch.empty()) return;
+  if (!enabled() || batch.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;  // closed meanwhile: the writer is gone
     if (queued_bytes_ + batch.size() > kMaxQueuedBytes) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -320,8 +322,9 @@ void AccessLog::Close() {
     if (stop_) return;
     stop_ = true;
   }
+  enabled_.store(false, std::memory_order_relaxed);
   cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) thread_.join();  // after this, fd_ is ours
   if (owns_fd_ && fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }

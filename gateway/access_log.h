@@ -81,8 +81,11 @@ class AccessLog {
   static std::unique_ptr<AccessLog> Open(const std::string& path, std::string* error);
   ~AccessLog();
 
-  bool enabled() const { return fd_ >= 0; }
-  /// Thread-safe: queue a batch of lines for the writer thread.
+  /// Thread-safe: whether lines are written (a path was given, and the log
+  /// is not closed yet).
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+  /// Thread-safe: queue a batch of lines for the writer thread; dropped
+  /// when the log is disabled or closed.
   void Submit(std::string&& batch);
   /// Thread-safe: reopen the file (after log rotation); no-op for stdout.
   void Reopen();
@@ -92,12 +95,16 @@ class AccessLog {
   uint64_t written_bytes() const { return written_.load(std::memory_order_relaxed); }
 
  private:
-  AccessLog(std::string path, int fd);
+  AccessLog(std::string path, int fd, bool owns_fd);
   void Run();
 
-  std::string path_;
+  const std::string path_;
+  // The writer thread's alone once it runs (it reassigns it on a reopen);
+  // workers never look at it, they ask enabled_. Close() uses it after
+  // joining the writer.
   int fd_ = -1;
-  bool owns_fd_ = false;
+  const bool owns_fd_;
+  std::atomic<bool> enabled_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;
