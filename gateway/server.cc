@@ -1,7 +1,16 @@
 #include "gateway/server.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -70,6 +79,55 @@ std::string HostPort(const std::string& host, uint16_t port) {
   return absl::StrCat(v6 ? "[" : "", host, v6 ? "]" : "", ":", port);
 }
 
+std::string AlreadyListening(const std::string& where) {
+  return absl::StrCat("cannot listen on ", where,
+                      ": another process is already listening on this address (a second "
+                      "geogate? stop it first; the gateway does not share a listener)");
+}
+
+// Held for the life of the process: an abstract Unix socket named after the
+// listener address. Two geogates starting at the same moment both pass the
+// probe below before either listens; the name makes the second one fail.
+// Abstract names belong to the network namespace (like the TCP port itself)
+// and vanish with the process, so there is no stale lock to clean up.
+absl::StatusOr<int> LockListenAddress(const std::string& where) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(AF_UNIX): ", std::strerror(errno)));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::string name = absl::StrCat("geogate-listener ", where);
+  name.resize(std::min(name.size(), sizeof sa.sun_path - 1));
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
+  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), len) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EADDRINUSE) return absl::AlreadyExistsError(AlreadyListening(where));
+    return absl::InternalError(
+        absl::StrCat("cannot lock listener address ", where, ": ", std::strerror(err)));
+  }
+  return fd;
+}
+
+// The workers' acceptors share the port through SO_REUSEPORT, which Linux
+// also grants to any other process of the same user (root included), which
+// would then silently take a share of new connections. A bind without
+// SO_REUSEPORT conflicts with every socket listening on the address;
+// SO_REUSEADDR keeps TIME_WAIT leftovers of an earlier run from counting.
+absl::Status ProbeListenAddress(net::io_context& ioc, const tcp::endpoint& ep,
+                                const std::string& where) {
+  boost::system::error_code ec;
+  tcp::acceptor probe(ioc);
+  probe.open(ep.protocol(), ec);
+  if (!ec) probe.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec && ep.address().is_v6()) probe.set_option(net::ip::v6_only(true), ec);
+  if (!ec) probe.bind(ep, ec);
+  if (ec == net::error::address_in_use) return absl::AlreadyExistsError(AlreadyListening(where));
+  if (ec)
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", where, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Server::Server(std::string config_path, config::SnapshotConstPtr initial)
@@ -80,6 +138,24 @@ Server::~Server() {
     w->Stop();
   if (health_) health_->Stop();
   if (access_log_) access_log_->Close();
+  for (int fd : listen_locks_)
+    ::close(fd);
+}
+
+absl::Status Server::ClaimListenAddresses() {
+  for (const config::Listener& l : started_with_->gateway.listeners) {
+    if (l.port == 0) continue;  // a fresh port each time: nobody else can hold it
+    boost::system::error_code ec;
+    auto addr = net::ip::make_address(l.host, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("bad listen address ", l.host));
+    std::string where = HostPort(addr.to_string(), l.port);
+    auto lock = LockListenAddress(where);
+    if (!lock.ok()) return lock.status();
+    listen_locks_.push_back(*lock);
+    if (auto st = ProbeListenAddress(main_ioc_, tcp::endpoint(addr, l.port), where); !st.ok())
+      return st;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConstPtr& snap,
@@ -193,6 +269,12 @@ void Server::Publish(RuntimeConstPtr rt) {
 
 int Server::Run() {
   const config::Snapshot& cfg = *started_with_;
+  // First, before any file is opened or replayed: a second instance on the
+  // same address stops here.
+  if (auto st = ClaimListenAddresses(); !st.ok()) {
+    LogError("startup", ToStd(st.message()));
+    return 1;
+  }
   std::string log_error;
   access_log_ = AccessLog::Open(cfg.gateway.access_log, &log_error);
   if (!access_log_) {

@@ -68,6 +68,9 @@ class Server {
  private:
   absl::StatusOr<RuntimeConstPtr> BuildRuntime(const config::SnapshotConstPtr& snap,
                                                const Runtime* previous, bool reopen_geo);
+  /// Fails when another process already listens on a configured listener
+  /// address; holds a per-address lock against one starting concurrently.
+  absl::Status ClaimListenAddresses();
   absl::Status StartListeners();
   void Publish(RuntimeConstPtr rt);
   void OnSignal(int signo);
@@ -97,6 +100,7 @@ class Server {
   RuntimeConstPtr current_;
   config::SnapshotConstPtr started_with_;        // listeners/admin/workers as running
   std::vector<std::string> listener_addresses_;  // bound "host:port", by listener index
+  std::vector<int> listen_locks_;                // see ClaimListenAddresses
   bool listeners_up_ = false;
   std::chrono::steady_clock::time_point drain_started_{};
   bool listeners_closed_ = false;
