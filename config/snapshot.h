@@ -61,7 +61,9 @@ struct Limits {
   uint64_t max_body_bytes = 4194304;
   Millis header_timeout{10000};  // total deadline for the request head
   Millis idle_timeout{60000};    // keep-alive idle between requests
-  uint32_t max_connections = 0;  // per process; 0 = unlimited
+  Millis body_timeout{30000};    // total deadline for the request body, from the end of its head
+  uint32_t max_connections = 10000;     // per process; 0 = unlimited
+  uint32_t max_connections_per_ip = 0;  // per client address, per process; 0 = unlimited
 };
 
 struct Upstream {

@@ -138,7 +138,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
   for (const config::ResidencyRule& rule : cfg.residency) {
     bool available = false;
     for (size_t i = 0; i < cfg.backends.size() && !available; ++i)
-      available = rule.allowed.contains(cfg.backends[i].region_index) && rt.backends[i]->routable(now);
+      available =
+          rule.allowed.contains(cfg.backends[i].region_index) && rt.backends[i]->routable(now);
     w.Sample("geogate_residency_rule_available", {{"rule", rule.name}}, available ? 1 : 0);
   }
 
@@ -209,7 +210,21 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Sample("geogate_connections_total", {{"event", "closed"}},
            static_cast<double>(m.connections_closed));
   w.Sample("geogate_connections_total", {{"event", "rejected"}},
+           static_cast<double>(m.connections_rejected + m.connections_rejected_per_ip));
+  w.Sample("geogate_connections_total", {{"event", "evicted"}},
+           static_cast<double>(m.connections_evicted));
+  w.Family("geogate_connection_rejections_total", "counter",
+           "New client connections answered 503 (or closed) by limit.");
+  w.Sample("geogate_connection_rejections_total", {{"reason", "max_connections"}},
            static_cast<double>(m.connections_rejected));
+  w.Sample("geogate_connection_rejections_total", {{"reason", "max_connections_per_ip"}},
+           static_cast<double>(m.connections_rejected_per_ip));
+  w.Family("geogate_client_timeouts_total", "counter",
+           "Requests answered 408 because the client was too slow, by phase.");
+  w.Sample("geogate_client_timeouts_total", {{"phase", "header"}},
+           static_cast<double>(m.header_timeouts));
+  w.Sample("geogate_client_timeouts_total", {{"phase", "body"}},
+           static_cast<double>(m.body_timeouts));
   w.Family("geogate_active_requests", "gauge", "Requests being handled.");
   w.Sample("geogate_active_requests", {}, static_cast<double>(in.active_requests));
   w.Family("geogate_active_streams", "gauge", "SSE streams being relayed.");

@@ -24,6 +24,8 @@ ErrorSpec SpecOf(ErrorKind kind) {
       return {404, "invalid_request_error", "model_not_found"};
     case ErrorKind::kHeaderTimeout:
       return {408, "invalid_request_error", "header_timeout"};
+    case ErrorKind::kBodyTimeout:
+      return {408, "invalid_request_error", "body_timeout"};
     case ErrorKind::kBodyTooLarge:
       return {413, "invalid_request_error", "body_too_large"};
     case ErrorKind::kRateLimited:
@@ -44,6 +46,10 @@ ErrorSpec SpecOf(ErrorKind kind) {
       return {503, "upstream_error", "no_compliant_backend"};
     case ErrorKind::kDraining:
       return {503, "upstream_error", "draining"};
+    case ErrorKind::kConnectionLimit:
+      return {503, "server_error", "too_many_connections"};
+    case ErrorKind::kIpConnectionLimit:
+      return {503, "server_error", "too_many_connections_per_ip"};
     case ErrorKind::kFirstTokenTimeout:
       return {504, "upstream_error", "first_token_timeout"};
   }

@@ -17,6 +17,7 @@ enum class ErrorKind : uint8_t {
   kNotFound,            // 404 not_found
   kModelNotFound,       // 404 model_not_found
   kHeaderTimeout,       // 408 header_timeout
+  kBodyTimeout,         // 408 body_timeout
   kBodyTooLarge,        // 413 body_too_large
   kRateLimited,         // 429 rate_limited
   kCapacityExhausted,   // 429 capacity_exhausted
@@ -27,6 +28,8 @@ enum class ErrorKind : uint8_t {
   kUpstreamFailed,      // 502 upstream_failed
   kNoCompliantBackend,  // 503 no_compliant_backend
   kDraining,            // 503 draining (the edge is shutting down)
+  kConnectionLimit,     // 503 too_many_connections (max_connections, nothing idle)
+  kIpConnectionLimit,   // 503 too_many_connections_per_ip
   kFirstTokenTimeout,   // 504 first_token_timeout
 };
 

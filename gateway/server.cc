@@ -283,6 +283,7 @@ int Server::Run() {
   }
   shared_.access_log = access_log_.get();
   shared_.tenant_limits = &tenant_limits_;
+  shared_.connections_per_ip = &connections_per_ip_;
   retry_budget_ = std::make_unique<health::RetryBudget>(cfg.gateway.upstream.retry_budget_percent,
                                                         cfg.gateway.upstream.retry_budget_min);
   shared_.retry_budget = retry_budget_.get();
@@ -324,8 +325,10 @@ int Server::Run() {
   utilization_.set_sample_interval(cfg.capacity.sample_interval);
 
   size_t n = WorkerCount(cfg);
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
     workers_.push_back(std::make_unique<Worker>(i, shared_));
+    shared_.workers.push_back(workers_.back().get());
+  }
   if (auto st = StartListeners(); !st.ok()) {
     LogError("startup", ToStd(st.message()));
     return 1;

@@ -21,6 +21,7 @@
 #include "gateway/access_log.h"
 #include "gateway/budget_tracker.h"
 #include "gateway/capacity_utilization.h"
+#include "gateway/connection_limits.h"
 #include "gateway/runtime.h"
 #include "gateway/server_shared.h"
 #include "gateway/showback_store.h"
@@ -90,6 +91,7 @@ class Server {
   std::unique_ptr<health::HealthService> health_;
   std::unique_ptr<health::RetryBudget> retry_budget_;
   TenantLimits tenant_limits_;
+  ConnectionsPerIp connections_per_ip_;
   BudgetTracker budgets_;
   ShowbackStore showback_;
   UtilizationTracker utilization_;

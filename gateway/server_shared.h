@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "gateway/runtime_slot.h"
 
@@ -15,7 +16,9 @@ class RetryBudget;
 namespace geogate::gateway {
 
 class AccessLog;
+class ConnectionsPerIp;
 class TenantLimits;
+class Worker;
 
 struct ServerShared {
   health::HealthService* health = nullptr;
@@ -25,6 +28,9 @@ struct ServerShared {
   /// The runtime new requests are decided under: stored before the server
   /// says a reload is applied.
   RuntimeSlot runtime;
+  ConnectionsPerIp* connections_per_ip = nullptr;
+  /// Every worker, by id; set before they start, never changed after.
+  std::vector<Worker*> workers;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> open_connections{0};
   std::atomic<int64_t> active_requests{0};

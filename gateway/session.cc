@@ -11,6 +11,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "gateway/connection_limits.h"
 #include "gateway/headers.h"
 #include "gateway/request_handler.h"
 #include "routing/proxy_protocol.h"
@@ -24,24 +25,67 @@ constexpr size_t kLingerMaxBytes = 1 << 20;
 constexpr auto kLingerTimeout = std::chrono::seconds(1);
 constexpr auto kTlsShutdownTimeout = std::chrono::milliseconds(500);
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 routing::IpAddr ToIpAddr(const net::ip::address& a) {
   if (a.is_v4()) return routing::IpAddr::FromV4(a.to_v4().to_uint());
   return routing::IpAddr::FromV6(a.to_v6().to_bytes());
 }
 
-net::awaitable<void> RunSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec) {
-  Session session(worker, std::move(socket), spec);
+// A total deadline for the reads of one phase of a request (its head, its
+// body): when it passes, the connection's pending I/O is cancelled, not the
+// socket closed as a tcp_stream timeout would, so a 408 can still be sent.
+// Disarmed when it goes out of scope, so a timer that expired in the same
+// turn cannot cancel whatever the connection does next.
+class CancelAfter {
+ public:
+  CancelAfter(beast::tcp_stream& tcp, health::Millis timeout) : timer_(tcp.get_executor()) {
+    timer_.expires_after(timeout);
+    timer_.async_wait([&tcp, armed = armed_, fired = fired_](boost::system::error_code ec) {
+      if (ec || !*armed) return;
+      *fired = true;
+      boost::system::error_code ignored;
+      tcp.socket().cancel(ignored);
+    });
+  }
+  ~CancelAfter() {
+    *armed_ = false;
+    timer_.cancel();
+  }
+  CancelAfter(const CancelAfter&) = delete;
+  CancelAfter& operator=(const CancelAfter&) = delete;
+  bool fired() const { return *fired_; }
+
+ private:
+  std::shared_ptr<bool> armed_ = std::make_shared<bool>(true);
+  std::shared_ptr<bool> fired_ = std::make_shared<bool>(false);
+  net::steady_timer timer_;
+};
+
+net::awaitable<void> RunSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
+                                std::optional<ErrorKind> refusal) {
+  Session session(worker, std::move(socket), spec, refusal);
   co_await session.Run();
 }
 
 }  // namespace
 
 void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec) {
-  net::co_spawn(worker.ioc(), RunSession(worker, std::move(socket), spec), net::detached);
+  net::co_spawn(worker.ioc(), RunSession(worker, std::move(socket), spec, std::nullopt),
+                net::detached);
 }
 
-Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec)
-    : worker_(worker), spec_(spec), watchdog_(worker.ioc()) {
+void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec, ErrorKind why) {
+  net::co_spawn(worker.ioc(), RunSession(worker, std::move(socket), spec, why), net::detached);
+}
+
+Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
+                 std::optional<ErrorKind> refusal)
+    : worker_(worker), spec_(spec), watchdog_(worker.ioc()), refusal_(refusal) {
   boost::system::error_code ec;
   auto ep = socket.remote_endpoint(ec);
   if (!ec) peer_ = ToIpAddr(ep.address());
@@ -49,13 +93,31 @@ Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec)
   stream_.emplace(beast::tcp_stream(std::move(socket)));
   worker_.Register(this);
   worker_.shared().open_connections.fetch_add(1, std::memory_order_relaxed);
+  if (refusal_) {
+    worker_.refusals_in_flight()++;
+    return;
+  }
   worker_.metrics().connections_accepted++;
+  SetIdle(true);  // until its client sends something
 }
 
 Session::~Session() {
+  worker_.idle_sessions().Remove(*this);
+  if (counted_ip_) worker_.shared().connections_per_ip->Remove(client_ip_);
   worker_.Unregister(this);
   worker_.shared().open_connections.fetch_sub(1, std::memory_order_relaxed);
-  worker_.metrics().connections_closed++;
+  if (refusal_)
+    worker_.refusals_in_flight()--;
+  else
+    worker_.metrics().connections_closed++;
+}
+
+void Session::SetIdle(bool idle) {
+  idle_ = idle;
+  if (idle && !closed_ && !refusal_)
+    worker_.idle_sessions().Push(*this, NowNs());
+  else
+    worker_.idle_sessions().Remove(*this);
 }
 
 void Session::ApplyLimits(const config::Limits& limits) {
@@ -67,7 +129,34 @@ void Session::ApplyLimits(const config::Limits& limits) {
 void Session::Close() {
   if (closed_) return;
   closed_ = true;
+  worker_.idle_sessions().Remove(*this);
   stream_->lowest().close();
+}
+
+bool Session::AdmitClient() {
+  uint32_t limit = (*worker_.runtime())->config->gateway.limits.max_connections_per_ip;
+  ConnectionsPerIp* counts = worker_.shared().connections_per_ip;
+  if (limit == 0 || counts == nullptr) return true;
+  client_ip_ = proxy_source_.value_or(peer_);
+  if (counts->TryAdd(client_ip_, limit)) {
+    counted_ip_ = true;
+    return true;
+  }
+  worker_.metrics().connections_rejected_per_ip++;
+  return false;
+}
+
+net::awaitable<void> Session::Refuse(ErrorKind why) {
+  SetIdle(false);
+  if (spec_.tls && !co_await Handshake()) co_return;
+  std::string_view message =
+      why == ErrorKind::kIpConnectionLimit
+          ? "too many connections from this address (gateway.limits.max_connections_per_ip); "
+            "retry later"
+          : "the gateway is at gateway.limits.max_connections and every connection is busy; "
+            "retry later";
+  co_await SendError(nullptr, why, message, {}, /*retry_after_s=*/1);
+  co_await LingeringClose();
 }
 
 net::awaitable<bool> Session::ReadProxyHeader() {
@@ -127,25 +216,26 @@ boost::system::error_code Session::ParseBuffered(RequestParser& parser, bool hea
 
 net::awaitable<boost::system::error_code> Session::ReadHeader(RequestParser& parser,
                                                               health::Millis header_timeout) {
-  // The header deadline is a separate timer that only cancels the read:
-  // a tcp_stream timeout would close the socket, leaving no way to say 408.
-  // `armed` is cleared as soon as the read returns, so a timer that expired
-  // in the same turn cannot cancel whatever this connection does next.
-  auto armed = std::make_shared<bool>(true);
-  auto timed_out = std::make_shared<bool>(false);
-  net::steady_timer deadline(stream_->get_executor());
-  deadline.expires_after(header_timeout);
-  deadline.async_wait([this, armed, timed_out](boost::system::error_code tec) {
-    if (tec || !*armed) return;
-    *timed_out = true;
-    boost::system::error_code ignored;
-    stream_->lowest().socket().cancel(ignored);
-  });
+  CancelAfter deadline(stream_->lowest(), header_timeout);
   stream_->lowest().expires_never();
   auto [rec, n] = co_await http::async_read_header(*stream_, buffer_, parser, kUseTuple);
-  *armed = false;
-  deadline.cancel();
-  co_return *timed_out ? beast::error::timeout : rec;
+  co_return deadline.fired() ? beast::error::timeout : rec;
+}
+
+net::awaitable<boost::system::error_code> Session::ReadBody(RequestParser& parser,
+                                                            health::Millis body_timeout) {
+  // A total deadline like the head's, from the end of the head: a client
+  // that trickles its body gets 408 when it passes, however steadily the
+  // bytes come, and a stalled one no longer holds the connection silently.
+  CancelAfter deadline(stream_->lowest(), body_timeout);
+  stream_->lowest().expires_never();
+  if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    auto [wec, wn] = co_await net::async_write(*stream_, net::buffer(kContinue), kUseTuple);
+    if (wec) co_return deadline.fired() ? beast::error::timeout : wec;
+  }
+  auto [ec, n] = co_await http::async_read(*stream_, buffer_, parser, kUseTuple);
+  co_return deadline.fired() ? beast::error::timeout : ec;
 }
 
 net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
@@ -230,12 +320,20 @@ net::awaitable<void> Session::Run() {
     worker_.metrics().proxy_protocol_failures++;
     co_return;
   }
+  if (refusal_) {
+    co_await Refuse(*refusal_);
+    co_return;
+  }
+  if (!AdmitClient()) {
+    co_await Refuse(ErrorKind::kIpConnectionLimit);
+    co_return;
+  }
   if (spec_.tls && !co_await Handshake()) co_return;
 
   bool first = true;
   bool linger = false;
   while (!closed_) {
-    idle_ = true;
+    SetIdle(true);
     if (buffer_.size() == 0) {
       if (!worker_.accepting()) break;
       const config::Limits& idle_limits = (*worker_.CurrentRuntime())->config->gateway.limits;
@@ -243,7 +341,7 @@ net::awaitable<void> Session::Run() {
                                 first))
         break;
     }
-    idle_ = false;
+    SetIdle(false);
     first = false;
     // The read limits of this request are those in force when its first
     // bytes arrived; its decision is made under the runtime current when
@@ -271,10 +369,12 @@ net::awaitable<void> Session::Run() {
       } else if (ec == beast::error::timeout) {
         // Beast consumes nothing until the head is complete: buffered bytes
         // are what tells a slow client from an idle one.
-        if (parser.got_some() || buffer_.size() != 0)
+        if (parser.got_some() || buffer_.size() != 0) {
+          worker_.metrics().header_timeouts++;
           co_await SendError(
               nullptr, ErrorKind::kHeaderTimeout,
               "request headers not received within gateway.limits.header_timeout_ms");
+        }
       } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
                  ec != http::error::end_of_stream && ec != http::error::partial_message) {
         co_await SendError(nullptr, ErrorKind::kBadRequest,
@@ -296,20 +396,16 @@ net::awaitable<void> Session::Run() {
       break;
     }
     if (!parser.is_done()) ec = ParseBuffered(parser, /*header_only=*/false);
-    if (!ec && !parser.is_done()) {
-      if (beast::iequals(head[http::field::expect], "100-continue")) {
-        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-        auto [wec, wn] = co_await net::async_write(*stream_, net::buffer(kContinue), kUseTuple);
-        if (wec) break;
-      }
-      stream_->lowest().expires_after(limits.idle_timeout);
-      auto [bec, bn] = co_await http::async_read(*stream_, buffer_, parser, kUseTuple);
-      ec = bec;
-    }
+    if (!ec && !parser.is_done()) ec = co_await ReadBody(parser, limits.body_timeout);
     if (ec) {
       if (ec == http::error::body_limit) {
         co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
                            "request body exceeds gateway.limits.max_body_bytes");
+        linger = true;
+      } else if (ec == beast::error::timeout) {
+        worker_.metrics().body_timeouts++;
+        co_await SendError(&parser.get(), ErrorKind::kBodyTimeout,
+                           "request body not received within gateway.limits.body_timeout_ms");
         linger = true;
       } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
                  ec != http::error::partial_message && ec != http::error::end_of_stream) {

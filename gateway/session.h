@@ -13,7 +13,9 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "gateway/growing_string_body.h"
 #include "gateway/headers.h"
+#include "gateway/idle_list.h"
 #include "gateway/openai_error.h"
 #include "gateway/stream.h"
 #include "gateway/watchdog.h"
@@ -24,18 +26,23 @@ namespace geogate::gateway {
 
 namespace http = boost::beast::http;
 // The request body in the worker's block cache like its fields: a typical
-// chat request's body (under 512 bytes) costs no malloc.
-using RequestBodyText =
-    http::basic_string_body<char, std::char_traits<char>, PooledAllocator<char>>;
+// chat request's body (under 512 bytes) costs no malloc. It grows with the
+// bytes that arrive instead of reserving the announced Content-Length.
+using RequestBodyText = GrowingStringBody<PooledAllocator<char>>;
 using Request = http::request<RequestBodyText, Fields>;
 using RequestParser = http::request_parser<RequestBodyText, PooledAllocator<char>>;
 
 /// Starts serving an accepted connection on the worker's io_context.
 void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec);
+/// Answers an accepted connection that a limit refuses with `why` (a 503,
+/// after the PROXY header and TLS handshake when the listener has them).
+void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec, ErrorKind why);
 
-class Session {
+/// Idle (waiting for its client) connections sit in the worker's IdleList.
+class Session : public IdleHook {
  public:
-  Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec);
+  Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
+          std::optional<ErrorKind> refusal = std::nullopt);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -72,6 +79,14 @@ class Session {
 
  private:
   net::awaitable<bool> ReadProxyHeader();
+  /// max_connections_per_ip: counts this connection for its client address
+  /// (the PROXY source on such a listener). @return false when it is over
+  /// the limit (nothing counted).
+  bool AdmitClient();
+  /// Answers a refused connection with a 503 and closes it.
+  net::awaitable<void> Refuse(ErrorKind why);
+  /// Enters or leaves the worker's idle list.
+  void SetIdle(bool idle);
   net::awaitable<bool> Handshake();
   net::awaitable<bool> WaitForData(health::Millis timeout, bool first);
   /// Feeds buffered bytes to the parser (stopping after the head when
@@ -80,6 +95,10 @@ class Session {
   /// Reads until the head is complete, under the header deadline.
   net::awaitable<boost::system::error_code> ReadHeader(RequestParser& parser,
                                                        health::Millis header_timeout);
+  /// Reads the rest of the body (answering Expect: 100-continue first),
+  /// under the body deadline; beast::error::timeout when it passed.
+  net::awaitable<boost::system::error_code> ReadBody(RequestParser& parser,
+                                                     health::Millis body_timeout);
   net::awaitable<void> LingeringClose();
 
   Worker& worker_;
@@ -97,6 +116,9 @@ class Session {
   bool waiting_ = false;
   bool waiting_first_ = false;
   WatchdogClock::time_point waiting_since_{};
+  std::optional<ErrorKind> refusal_;  // set: answer 503 and close
+  routing::IpAddr client_ip_;         // counted in ConnectionsPerIp when counted_ip_
+  bool counted_ip_ = false;
 };
 
 }  // namespace geogate::gateway

@@ -8,6 +8,8 @@
 
 #include <random>
 
+#include "absl/container/inlined_vector.h"
+#include "gateway/connection_limits.h"
 #include "gateway/log.h"
 #include "gateway/session.h"
 
@@ -16,6 +18,10 @@ namespace geogate::gateway {
 namespace {
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
+// Refused connections are answered 503 while at most this many are being
+// answered on a worker; beyond it (a flood) they are closed at once, so
+// refusing cannot cost more descriptors than this.
+constexpr size_t kMaxRefusalsInFlight = 64;
 }  // namespace
 
 Worker::Worker(size_t id, ServerShared& shared)
@@ -110,6 +116,17 @@ void Worker::CloseAll() {
   });
 }
 
+void Worker::CloseOldestIdle() {
+  IdleHook* oldest = idle_sessions_.Oldest();
+  if (oldest == nullptr) return;  // it went busy since the decision
+  metrics_.connections_evicted++;
+  static_cast<Session*>(oldest)->Close();
+}
+
+void Worker::PostCloseOldestIdle() {
+  net::post(*ioc_, [this] { CloseOldestIdle(); });
+}
+
 void Worker::Stop() {
   if (!thread_.joinable()) return;
   net::post(*ioc_, [this] {
@@ -145,10 +162,31 @@ net::awaitable<void> Worker::AcceptLoop(size_t index) {
       continue;
     }
     const auto& limits = (*runtime_.held())->config->gateway.limits;
-    if (limits.max_connections != 0 && shared_.open_connections.load(std::memory_order_relaxed) >=
-                                           static_cast<int64_t>(limits.max_connections)) {
-      metrics_.connections_rejected++;
-      continue;  // closes the socket
+    Admission admit;
+    if (limits.max_connections != 0) {
+      absl::InlinedVector<int64_t, 16> oldest;
+      for (const Worker* w : shared_.workers)
+        oldest.push_back(w->oldest_idle_ns());
+      if (shared_.workers.empty()) oldest.push_back(oldest_idle_ns());
+      admit = Admit(shared_.open_connections.load(std::memory_order_relaxed),
+                    limits.max_connections, oldest, shared_.workers.empty() ? 0 : id_);
+    }
+    switch (admit.kind) {
+      case Admission::Kind::kAdmit:
+        break;
+      case Admission::Kind::kEvictIdle:
+        // The new connection is admitted now; the one it replaces closes in
+        // a moment (on its own worker's thread when it lives elsewhere).
+        if (shared_.workers.empty() || admit.worker == id_)
+          CloseOldestIdle();
+        else
+          shared_.workers[admit.worker]->PostCloseOldestIdle();
+        break;
+      case Admission::Kind::kRefuse:
+        metrics_.connections_rejected++;
+        if (refusals_in_flight_ >= kMaxRefusalsInFlight) continue;  // closes the socket
+        SpawnRefusal(*this, std::move(socket), spec, ErrorKind::kConnectionLimit);
+        continue;
     }
     SpawnSession(*this, std::move(socket), spec);
   }

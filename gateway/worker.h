@@ -16,6 +16,7 @@
 #include "gateway/access_log.h"
 #include "gateway/buffer_pool.h"
 #include "gateway/bulk_queue.h"
+#include "gateway/idle_list.h"
 #include "gateway/runtime.h"
 #include "gateway/server_shared.h"
 #include "gateway/showback_ledger.h"
@@ -82,6 +83,18 @@ class Worker {
   /// Requests of this worker between their head and their last byte.
   size_t& requests_in_progress() { return requests_in_progress_; }
   void Unregister(Session* s) { sessions_.erase(s); }
+  /// Connections waiting for their client, oldest first (max_connections).
+  IdleList& idle_sessions() { return idle_sessions_; }
+  /// Closes the connection idle longest (counted as evicted), if any.
+  void CloseOldestIdle();
+  /// Connections being answered 503 by a limit, bounded per worker.
+  size_t& refusals_in_flight() { return refusals_in_flight_; }
+
+  // ---- any thread ---------------------------------------------------------
+  /// When this worker's longest-idle connection went idle, or kNoIdle.
+  int64_t oldest_idle_ns() const { return idle_sessions_.oldest_since_ns(); }
+  /// CloseOldestIdle on this worker's thread.
+  void PostCloseOldestIdle();
   bool accepting() const { return accepting_; }
   /// A cheap per-worker random number (selection, jitter).
   uint64_t Random();
@@ -112,6 +125,8 @@ class Worker {
   BufferPool relay_buffers_{kRelayBufferBytes, kRelayBuffersKept};
   ShowbackLedger ledger_;
   absl::flat_hash_set<Session*> sessions_;
+  IdleList idle_sessions_;
+  size_t refusals_in_flight_ = 0;
   std::unique_ptr<net::steady_timer> housekeeping_ = std::make_unique<net::steady_timer>(*ioc_);
   bool accepting_ = true;
   size_t requests_in_progress_ = 0;

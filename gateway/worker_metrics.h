@@ -35,7 +35,11 @@ struct WorkerMetrics {
 
   uint64_t connections_accepted = 0;
   uint64_t connections_closed = 0;
-  uint64_t connections_rejected = 0;  // over max_connections
+  uint64_t connections_rejected = 0;         // over max_connections, nothing idle to close
+  uint64_t connections_rejected_per_ip = 0;  // over max_connections_per_ip
+  uint64_t connections_evicted = 0;          // idle ones closed to make room under max_connections
+  uint64_t header_timeouts = 0;              // 408 header_timeout
+  uint64_t body_timeouts = 0;                // 408 body_timeout
   uint64_t tls_handshakes = 0;
   uint64_t tls_handshake_failures = 0;
   uint64_t proxy_protocol_failures = 0;
@@ -61,6 +65,10 @@ struct WorkerMetrics {
     out.connections_accepted += connections_accepted;
     out.connections_closed += connections_closed;
     out.connections_rejected += connections_rejected;
+    out.connections_rejected_per_ip += connections_rejected_per_ip;
+    out.connections_evicted += connections_evicted;
+    out.header_timeouts += header_timeouts;
+    out.body_timeouts += body_timeouts;
     out.tls_handshakes += tls_handshakes;
     out.tls_handshake_failures += tls_handshake_failures;
     out.proxy_protocol_failures += proxy_protocol_failures;

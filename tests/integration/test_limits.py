@@ -11,6 +11,7 @@ import http.client
 import json
 import select
 import socket
+import ssl
 import subprocess
 import time
 import unittest
@@ -40,6 +41,23 @@ def read_until_close(sock: socket.socket, timeout: float) -> bytes:
         if not chunk:
             return out
         out += chunk
+
+
+def closed_within(sock: socket.socket, timeout: float) -> bool:
+    """Whether the peer closes (or resets) the connection within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        sock.settimeout(left)
+        try:
+            if not sock.recv(65536):
+                return True
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
 
 
 def error_of(reply: bytes) -> tuple[int, str]:
@@ -115,6 +133,179 @@ class SecondInstanceTest(LimitsTestCase):
         again = self.start_gateway(self.config_on(sim, port))
         status, _, body = post_json(again.url, "/v1/chat/completions", chat_body(MODEL))
         self.assertEqual(status, 200, body)
+
+
+class BodyTimeoutTest(LimitsTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=2, token_interval_ms=1, tokens=4)
+        cls.sim.start()
+        cfg = GatewayConfig().region("r1").backend(cls.sim, "r1")
+        cfg.limits = {"body_timeout_ms": 1000, "header_timeout_ms": 5000}
+        cls.gw = Gateway(cfg)
+        cls.gw.start()
+        cls.gw.wait_until_ready()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+        cls.sim.stop()
+
+    def head(self, length: int) -> bytes:
+        return (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: " + str(length).encode() +
+                b"\r\n\r\n")
+
+    def assert_still_serving(self):
+        status, _, body = post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+
+    def test_a_stalled_body_gets_408_within_the_deadline(self):
+        sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+        started = time.monotonic()
+        sock.sendall(self.head(1000) + b'{"model":')
+        reply = read_until_close(sock, timeout=10)
+        elapsed = time.monotonic() - started
+        sock.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 408 "), reply[:200])
+        self.assertEqual(error_of(reply), (408, "body_timeout"))
+        self.assertLess(elapsed, 5.0)  # the deadline is 1 s; generous for a busy machine
+        self.assert_still_serving()
+
+    def test_a_trickling_body_gets_408_although_bytes_keep_coming(self):
+        sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+        started = time.monotonic()
+        sock.sendall(self.head(1000))
+        reply = b""
+        # One byte every 50 ms: 20 bytes/s, far from the 1000 announced.
+        while time.monotonic() - started < 8:
+            try:
+                sock.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            ready, _, _ = select.select([sock], [], [], 0.05)
+            if ready:
+                reply = read_until_close(sock, timeout=5)
+                break
+        elapsed = time.monotonic() - started
+        sock.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 408 "), reply[:200])
+        self.assertEqual(error_of(reply)[1], "body_timeout")
+        self.assertLess(elapsed, 5.0)
+        self.assert_still_serving()
+
+    def test_a_body_that_arrives_in_time_is_served(self):
+        body = json.dumps(chat_body(MODEL)).encode()
+        sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+        sock.sendall(self.head(len(body)) + body[:10])
+        time.sleep(0.3)
+        sock.sendall(body[10:])
+        sock.settimeout(5)
+        reply = sock.recv(65536)
+        sock.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200 "), reply[:200])
+
+
+class MaxConnectionsTest(LimitsTestCase):
+    LIMIT = 6
+
+    def gateway(self, sim: GpuSim, **limits) -> Gateway:
+        cfg = GatewayConfig(workers=2).region("r1").backend(sim, "r1")
+        cfg.limits = {"max_connections": self.LIMIT, **limits}
+        return self.start_gateway(cfg)
+
+    def test_idle_keep_alives_of_one_client_do_not_lock_out_a_new_client(self):
+        gw = self.gateway(self.start_sim())
+        hog = []
+        for _ in range(self.LIMIT):
+            conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+            self.assertEqual(self.completion(conn), 200)
+            hog.append(conn)  # kept open, idle
+        wait_until(lambda: gw.metric("geogate_connections_open") == self.LIMIT, 5,
+                   message="the hog's connections are not all open")
+        # Another client, while every slot holds an idle keep-alive.
+        others = []
+        for _ in range(3):
+            other = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10,
+                                               source_address=("127.0.0.2", 0))
+            self.assertEqual(self.completion(other), 200)
+            others.append(other)  # kept open too: each one needs room
+        self.assertGreaterEqual(gw.metric("geogate_connections_total", event="evicted"), 3)
+        wait_until(lambda: gw.metric("geogate_connections_open") <= self.LIMIT, 5,
+                   message="more connections open than max_connections")
+        for conn in hog + others:
+            conn.close()
+
+    def test_the_oldest_idle_connection_is_the_one_closed(self):
+        gw = self.gateway(self.start_sim(), max_connections=1)
+        old = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+        self.assertEqual(self.completion(old), 200)
+        new = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+        self.assertEqual(self.completion(new), 200)
+        # The old connection was closed by the gateway: the socket reads EOF.
+        old.sock.settimeout(5)
+        self.assertEqual(old.sock.recv(1), b"")
+        self.assertEqual(self.completion(new), 200)  # the new one is kept
+        old.close()
+        new.close()
+
+    def test_when_every_connection_is_busy_a_new_one_gets_503(self):
+        sim = self.start_sim(ttft_ms=2, token_interval_ms=100, tokens=40)
+        gw = self.gateway(sim)
+        streams = [SseStream(gw.url, "/v1/chat/completions", chat_body(MODEL, stream=True))
+                   for _ in range(self.LIMIT)]
+        for s in streams:
+            self.assertEqual(s.status, 200)
+        body = json.dumps(chat_body(MODEL)).encode()
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
+        reply = read_until_close(sock, timeout=10)
+        sock.close()
+        self.assertEqual(error_of(reply), (503, "too_many_connections"), reply[:300])
+        self.assertIn(b"\r\nRetry-After: ", reply)
+        self.assertGreaterEqual(
+            gw.metric("geogate_connection_rejections_total", reason="max_connections"), 1)
+        for s in streams:
+            s.close()
+        wait_until(lambda: gw.metric("geogate_connections_open") == 0, 10,
+                   message="the streams' connections did not close")
+        status, _, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200)
+
+
+class MaxConnectionsPerIpTest(LimitsTestCase):
+    def test_one_address_is_held_to_its_limit_and_others_are_not(self):
+        sim = self.start_sim()
+        cfg = GatewayConfig(workers=2).region("r1").backend(sim, "r1")
+        cfg.limits = {"max_connections_per_ip": 3}
+        gw = self.start_gateway(cfg)
+        mine = []
+        for _ in range(3):
+            conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+            self.assertEqual(self.completion(conn), 200)
+            mine.append(conn)
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = read_until_close(sock, timeout=10)
+        sock.close()
+        self.assertEqual(error_of(reply), (503, "too_many_connections_per_ip"), reply[:300])
+        self.assertGreaterEqual(
+            gw.metric("geogate_connection_rejections_total", reason="max_connections_per_ip"), 1)
+        # Another address is not affected.
+        other = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10,
+                                           source_address=("127.0.0.2", 0))
+        self.assertEqual(self.completion(other), 200)
+        other.close()
+        # A closed connection gives its slot back.
+        mine.pop().close()
+        wait_until(lambda: gw.metric("geogate_connections_open") == 2, 5,
+                   message="the closed connection is still counted")
+        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+        self.assertEqual(self.completion(conn), 200)
+        conn.close()
+        for c in mine:
+            c.close()
 
 
 if __name__ == "__main__":

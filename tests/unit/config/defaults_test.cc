@@ -36,7 +36,9 @@ address = "127.0.0.1:8080"
   CHECK(g.limits.max_body_bytes == 4194304);
   CHECK(g.limits.header_timeout == Millis(10000));
   CHECK(g.limits.idle_timeout == Millis(60000));
-  CHECK(g.limits.max_connections == 0);
+  CHECK(g.limits.body_timeout == Millis(30000));
+  CHECK(g.limits.max_connections == 10000);
+  CHECK(g.limits.max_connections_per_ip == 0);
 
   const Upstream& u = g.upstream;
   CHECK(u.connect_timeout == Millis(500));

@@ -23,6 +23,7 @@ TEST_CASE("every error kind maps to DESIGN.md's status, type and code", "[errors
       {ErrorKind::kNotFound, 404, "invalid_request_error", "not_found"},
       {ErrorKind::kModelNotFound, 404, "invalid_request_error", "model_not_found"},
       {ErrorKind::kHeaderTimeout, 408, "invalid_request_error", "header_timeout"},
+      {ErrorKind::kBodyTimeout, 408, "invalid_request_error", "body_timeout"},
       {ErrorKind::kBodyTooLarge, 413, "invalid_request_error", "body_too_large"},
       {ErrorKind::kRateLimited, 429, "rate_limit_error", "rate_limited"},
       {ErrorKind::kCapacityExhausted, 429, "rate_limit_error", "capacity_exhausted"},
@@ -31,6 +32,8 @@ TEST_CASE("every error kind maps to DESIGN.md's status, type and code", "[errors
       {ErrorKind::kResidencyDenied, 451, "residency_violation", "residency_denied"},
       {ErrorKind::kUpstreamFailed, 502, "upstream_error", "upstream_failed"},
       {ErrorKind::kNoCompliantBackend, 503, "upstream_error", "no_compliant_backend"},
+      {ErrorKind::kConnectionLimit, 503, "server_error", "too_many_connections"},
+      {ErrorKind::kIpConnectionLimit, 503, "server_error", "too_many_connections_per_ip"},
       {ErrorKind::kFirstTokenTimeout, 504, "upstream_error", "first_token_timeout"},
   };
   for (const Row& r : rows) {
@@ -109,8 +112,8 @@ TEST_CASE("JSON string escaping finds a special byte at any place in a word", "[
     }
     return out + "\"";
   };
-  const char specials[] = {'"', '\\', '\n', '\x01', '\x1f', '\x20', '\x21', '\x5b',
-                           '\x5d', '\x7f', '\x80', '\xff', 'a'};
+  const char specials[] = {'"',    '\\',   '\n',   '\x01', '\x1f', '\x20', '\x21',
+                           '\x5b', '\x5d', '\x7f', '\x80', '\xff', 'a'};
   for (size_t len = 1; len <= 27; ++len) {
     for (size_t pos = 0; pos < len; ++pos) {
       for (char c : specials) {
