@@ -24,6 +24,7 @@
 #include "gateway/admin.h"
 #include "gateway/capacity_export.h"
 #include "gateway/capacity_report.h"
+#include "gateway/heap_trim.h"
 #include "gateway/log.h"
 #include "gateway/metrics_exporter.h"
 #include "gateway/openai_error.h"
@@ -541,6 +542,10 @@ net::awaitable<void> Server::Tick() {
   showback_.Append(closed, now_ms);
   for (const BudgetEvent& e : budgets_.Poll(now_ms))
     LogWarn("budget", e.Describe());
+  // After a burst of connections (half-open TLS handshakes, a flood) the
+  // allocator holds what they freed: hand it back (gateway/heap_trim.h).
+  if (heap_trim_.Observe(shared_.open_connections.load(), std::chrono::steady_clock::now()))
+    TrimHeap();
 }
 
 net::awaitable<std::vector<ShowbackBucket>> Server::CollectLedgers(bool all, int64_t now_ms) {

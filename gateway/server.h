@@ -22,6 +22,7 @@
 #include "gateway/budget_tracker.h"
 #include "gateway/capacity_utilization.h"
 #include "gateway/connection_limits.h"
+#include "gateway/heap_trim.h"
 #include "gateway/runtime.h"
 #include "gateway/server_shared.h"
 #include "gateway/showback_store.h"
@@ -92,6 +93,7 @@ class Server {
   std::unique_ptr<health::RetryBudget> retry_budget_;
   TenantLimits tenant_limits_;
   ConnectionsPerIp connections_per_ip_;
+  HeapTrimPolicy heap_trim_;
   BudgetTracker budgets_;
   ShowbackStore showback_;
   UtilizationTracker utilization_;

@@ -48,6 +48,13 @@ absl::StatusOr<SslContextPtr> MakeServerContext(const config::TlsFiles& files) {
   SSL_CTX* native = ctx->native_handle();
   SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
   SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  // OpenSSL frees a connection's record buffers when they are empty, as
+  // HAProxy and NGINX set it: most client connections are idle keep-alives.
+  // (Measured: 78.7 -> 77.9 kB RSS per idle TLS connection; an idle
+  // connection keeps a read pending, so its read buffer stays. Most of the
+  // rest is Asio's ssl engine: a 2 x 17 kB BIO pair and 2 x 17 kB stream
+  // buffers per connection.)
+  SSL_CTX_set_mode(native, SSL_MODE_RELEASE_BUFFERS);
   // Session resumption (tickets) keeps reconnecting clients off the full
   // handshake; the ticket keys are per process, rotated by restarts.
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
@@ -59,8 +66,8 @@ absl::StatusOr<SslContextPtr> MakeServerContext(const config::TlsFiles& files) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load private key ", files.key, ": ", OpenSslError()));
   if (SSL_CTX_check_private_key(native) != 1)
-    return absl::InvalidArgumentError(absl::StrCat("private key ", files.key,
-                                                   " does not match certificate ", files.cert));
+    return absl::InvalidArgumentError(
+        absl::StrCat("private key ", files.key, " does not match certificate ", files.cert));
   return ctx;
 }
 
@@ -69,6 +76,7 @@ absl::StatusOr<SslContextPtr> MakeClientContext(const std::string& ca_file, bool
   SSL_CTX* native = ctx->native_handle();
   SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_CLIENT);
+  SSL_CTX_set_mode(native, SSL_MODE_RELEASE_BUFFERS);  // pooled upstream connections idle too
   static const unsigned char kAlpn[] = "\x08http/1.1";
   SSL_CTX_set_alpn_protos(native, kAlpn, sizeof kAlpn - 1);
   boost::system::error_code ec;
@@ -82,8 +90,9 @@ absl::StatusOr<SslContextPtr> MakeClientContext(const std::string& ca_file, bool
   else
     ctx->load_verify_file(ca_file, ec);
   if (ec)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot load CA certificates ", ca_file.empty() ? "(system)" : ca_file, ": ", ec.message()));
+    return absl::InvalidArgumentError(absl::StrCat("cannot load CA certificates ",
+                                                   ca_file.empty() ? "(system)" : ca_file, ": ",
+                                                   ec.message()));
   return ctx;
 }
 

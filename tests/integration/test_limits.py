@@ -308,5 +308,61 @@ class MaxConnectionsPerIpTest(LimitsTestCase):
             c.close()
 
 
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+class HalfOpenTlsTest(LimitsTestCase):
+    def test_handshakes_that_never_finish_are_closed_and_their_memory_returned(self):
+        sim = self.start_sim()
+        tls = make_tls_files()
+        cfg = GatewayConfig(tls=tls).region("r1").backend(sim, "r1")
+        cfg.limits = {"header_timeout_ms": 1000}
+        gw = self.start_gateway(cfg)
+        for _ in range(20):
+            post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        before = rss_bytes(gw.pid)
+        # Half of them send nothing, half a whole ClientHello and then nothing.
+        client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client.check_hostname = False
+        client.verify_mode = ssl.CERT_NONE
+        socks = []
+        for i in range(400):
+            s = socket.create_connection(("127.0.0.1", gw.tls_port), timeout=5)
+            if i % 2:
+                incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+                obj = client.wrap_bio(incoming, outgoing, server_hostname="localhost")
+                try:
+                    obj.do_handshake()
+                except ssl.SSLWantReadError:
+                    pass
+                s.sendall(outgoing.read())
+            socks.append(s)
+        wait_until(lambda: gw.metric("geogate_connections_open") >= 400, 10,
+                   message="the half-open connections were not all accepted")
+        peak = rss_bytes(gw.pid)
+        # The gateway keeps serving while they hang.
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+        wait_until(lambda: gw.metric("geogate_connections_open") == 0, 10,
+                   message="half-open TLS handshakes were not closed")
+        self.assertGreaterEqual(gw.metric("geogate_tls_handshakes_total", result="failure"), 400)
+        for s in socks:
+            self.assertTrue(closed_within(s, timeout=5))
+            s.close()
+        # What the handshakes allocated goes back to the system (a generous
+        # bound: at least half of what the burst added).
+        grown = peak - before
+        wait_until(lambda: rss_bytes(gw.pid) - before < grown / 2, 10,
+                   message=f"RSS stayed up: before {before >> 20} MB, peak {peak >> 20} MB, "
+                           f"now {rss_bytes(gw.pid) >> 20} MB")
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+
+
 if __name__ == "__main__":
     unittest.main()
