@@ -130,6 +130,8 @@ EXPORTED = {
     "geogate_draining": ("gauge", set()),
     "geogate_connections_open": ("gauge", set()),
     "geogate_connections_total": ("counter", {"event"}),
+    "geogate_connection_rejections_total": ("counter", {"reason"}),
+    "geogate_client_timeouts_total": ("counter", {"phase"}),
     "geogate_active_requests": ("gauge", set()),
     "geogate_active_streams": ("gauge", set()),
     "geogate_tls_handshakes_total": ("counter", {"result"}),
