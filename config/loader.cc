@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "config/diagnostics.h"
 #include "config/draft.h"
+#include "config/input_bounds.h"
 #include "config/sections.h"
 #include "config/toml_reader.h"
 #include "config/validate.h"
@@ -38,8 +39,10 @@ std::string Sha256Hex(std::string_view bytes) {
   return out;
 }
 
-/// Reads all of `path` into `out`; returns "" or what went wrong. Plain POSIX
-/// reads: iostreams throw from inside iterators on some errors (EISDIR).
+/// Reads all of `path` into `out`, but no more than one byte past
+/// kMaxConfigBytes (CheckInputBounds refuses that much); returns "" or what
+/// went wrong. Plain POSIX reads: iostreams throw from inside iterators on
+/// some errors (EISDIR).
 std::string ReadWholeFile(const std::string& path, std::string& out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::strerror(errno);
@@ -49,7 +52,7 @@ std::string ReadWholeFile(const std::string& path, std::string& out) {
     return std::strerror(EISDIR);
   }
   char buf[16384];
-  for (;;) {
+  while (out.size() <= kMaxConfigBytes) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n == 0) break;
     if (n < 0) {
@@ -68,6 +71,12 @@ LoadResult Load(std::string_view text, const std::string& display_name, std::str
                 const fs::path& base_dir, const EnvLookup& env) {
   LoadResult result;
   Diagnostics diag(display_name);
+  // toml++ recurses per nesting level: deep or huge text never reaches it.
+  if (auto problem = CheckInputBounds(text)) {
+    diag.Error(problem->pos, std::move(problem->message));
+    result.errors = diag.TakeErrors();
+    return result;
+  }
   toml::table root;
   try {
     root = toml::parse(text, std::string_view(display_name));

@@ -278,6 +278,43 @@ class GeoDatabaseReloadTest(unittest.TestCase):
         self.assertEqual(rule_for("192.0.2.17"), "eu")  # FR: still placed by the old database
 
 
+class HostileConfigReloadTest(unittest.TestCase):
+    """Issue #18 item 2: no config file, however deep or large, takes the
+    gateway down on SIGHUP or POST /admin/reload; each such reload is a
+    counted failure and the running policy keeps serving."""
+
+    def test_a_deep_dotted_key_is_a_failed_reload_not_a_crash(self):
+        b1 = sim(self, "b1")
+        cfg = GatewayConfig().region("r1").backend(b1, "r1")
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        _, _, before = gw.admin("GET", "/admin/config")
+        good = cfg.render()
+        # The file of the issue: ~100 KB, last line a key of 50,000 parts.
+        gw.write_config(good + ".".join(["a"] * 50000) + " = 1\n")
+        gw.sighup()
+        wait_until(lambda: gw.metric("geogate_config_reloads_total", result="failure") >= 1, 10)
+        self.assertIsNone(gw.popen.poll())
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+        status, _, body = gw.admin("POST", "/admin/reload")
+        self.assertEqual(status, 422)
+        self.assertFalse(body["ok"])
+        self.assertRegex(body["errors"][0], r"geogate\.toml:\d+:1: key nested \d+ levels deep")
+        self.assertEqual(gw.metric("geogate_config_reloads_total", result="failure"), 2)
+        self.assertIsNone(gw.popen.poll())
+        _, _, now = gw.admin("GET", "/admin/config")
+        self.assertEqual((now["hash"], now["generation"]), (before["hash"], before["generation"]))
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+        # --check says the same instead of dying.
+        check = subprocess.run([GATEWAY_BIN, "--check", "--config", gw.config_path],
+                               capture_output=True, text=True, timeout=30)
+        self.assertEqual(check.returncode, 1, check.stderr)
+        self.assertRegex(check.stderr, r"geogate\.toml:\d+:1: key nested \d+ levels deep")
+
+
 class DrainTest(unittest.TestCase):
     def test_admin_drain_readyz_then_doors_close_then_exit_zero(self):
         b1 = sim(self, "b1", tokens=30, token_interval_ms=40)
