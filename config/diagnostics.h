@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 
 #include "config/loader.h"
+#include "config/snapshot.h"
 
 namespace geogate::config {
 
@@ -24,6 +25,7 @@ inline absl::string_view AV(std::string_view s) {
 struct Pos {
   uint32_t line = 0;
   uint32_t column = 0;
+  operator SourcePos() const { return SourcePos{line, column}; }
 };
 
 class Diagnostics {

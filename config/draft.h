@@ -16,6 +16,7 @@ struct ReadContext {
   Diagnostics& diag;
   std::filesystem::path base_dir;  // absolute; relative paths in the file resolve here
   const EnvLookup& env;
+  LoadMode mode = LoadMode::kFull;
 };
 
 struct Draft {

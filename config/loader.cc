@@ -68,7 +68,7 @@ std::string ReadWholeFile(const std::string& path, std::string& out) {
 }
 
 LoadResult Load(std::string_view text, const std::string& display_name, std::string source_path,
-                const fs::path& base_dir, const EnvLookup& env) {
+                const fs::path& base_dir, const EnvLookup& env, LoadMode mode) {
   LoadResult result;
   Diagnostics diag(display_name);
   // toml++ recurses per nesting level: deep or huge text never reaches it.
@@ -88,7 +88,7 @@ LoadResult Load(std::string_view text, const std::string& display_name, std::str
     return result;
   }
 
-  ReadContext ctx{diag, fs::absolute(base_dir).lexically_normal(), env};
+  ReadContext ctx{diag, fs::absolute(base_dir).lexically_normal(), env, mode};
   Draft draft;
   ReadDocument(root, ctx, draft);
   Validate(draft, ctx);
@@ -139,7 +139,7 @@ EnvLookup ProcessEnv() {
   };
 }
 
-LoadResult LoadFile(const std::string& path, const EnvLookup& env) {
+LoadResult LoadFile(const std::string& path, const EnvLookup& env, LoadMode mode) {
   std::string text;
   if (std::string problem = ReadWholeFile(path, text); !problem.empty()) {
     LoadResult result;
@@ -147,15 +147,15 @@ LoadResult LoadFile(const std::string& path, const EnvLookup& env) {
     return result;
   }
   fs::path absolute = fs::absolute(path).lexically_normal();
-  return Load(text, path, absolute.string(), absolute.parent_path(), env);
+  return Load(text, path, absolute.string(), absolute.parent_path(), env, mode);
 }
 
 LoadResult LoadString(std::string_view text, const std::string& source_name,
-                      const std::string& base_dir, const EnvLookup& env) {
+                      const std::string& base_dir, const EnvLookup& env, LoadMode mode) {
   fs::path base = fs::absolute(base_dir.empty() ? fs::path(".") : fs::path(base_dir));
   fs::path source = fs::path(source_name);
   if (source.is_relative()) source = base / source;
-  return Load(text, source_name, source.lexically_normal().string(), base, env);
+  return Load(text, source_name, source.lexically_normal().string(), base, env, mode);
 }
 
 }  // namespace geogate::config

@@ -33,14 +33,27 @@ struct LoadResult {
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup ProcessEnv();
 
+/// What a load asks of the world besides the text.
+enum class LoadMode : uint8_t {
+  /// What start-up needs: every file named exists and is readable (or, for
+  /// output files, its directory exists) and every api_key_env is set.
+  kFull,
+  /// `geogate --check --syntax-only`: schema, types, ranges and references
+  /// only, so CI can lint a config without its secrets, certificates or
+  /// databases. The snapshot is for reporting; it must not be run.
+  kSyntaxOnly,
+};
+
 /// Reads, parses and validates `path`. Relative paths inside the file are
 /// resolved against the file's directory.
-LoadResult LoadFile(const std::string& path, const EnvLookup& env = ProcessEnv());
+LoadResult LoadFile(const std::string& path, const EnvLookup& env = ProcessEnv(),
+                    LoadMode mode = LoadMode::kFull);
 
 /// Same, from text already in memory. `source_name` is used in error
 /// messages; `base_dir` resolves relative paths.
 LoadResult LoadString(std::string_view text, const std::string& source_name,
-                      const std::string& base_dir, const EnvLookup& env = ProcessEnv());
+                      const std::string& base_dir, const EnvLookup& env = ProcessEnv(),
+                      LoadMode mode = LoadMode::kFull);
 
 /// Differences between a running snapshot and a new one that only take effect
 /// after a restart (listener addresses/TLS presence/proxy_protocol, admin
@@ -56,7 +69,9 @@ struct BackendChanges {
   std::vector<std::string> replaced;
   std::vector<std::string> updated;
   size_t unchanged = 0;
-  bool empty() const { return added.empty() && removed.empty() && replaced.empty() && updated.empty(); }
+  bool empty() const {
+    return added.empty() && removed.empty() && replaced.empty() && updated.empty();
+  }
   /// "2 added (a, b), 1 removed (c), ..." for the reload log line.
   std::string Summary() const;
 };

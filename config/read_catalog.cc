@@ -42,6 +42,7 @@ void ReadApiKey(TableReader& t, ReadContext& ctx, Backend& b) {
     return;
   }
   b.api_key_env = var->value;
+  if (ctx.mode == LoadMode::kSyntaxOnly) return;  // linting without the secrets
   // DESIGN.md §7: a named but unset variable is an error, not "no key" -- a
   // gateway that silently stopped authenticating upstream would fail every
   // request. The value is a secret and never appears in a message.
@@ -70,6 +71,7 @@ void ReadBackend(TableReader& t, ReadContext& ctx, Draft& d) {
     auto parsed = ParseBackendUrl(url->value);
     if (parsed.ok()) {
       b.url = url->value;
+      b.tls_at = url->pos;
       b.tls = parsed->tls;
       b.host = parsed->host;
       b.port = parsed->port;
@@ -113,7 +115,10 @@ void ReadBackend(TableReader& t, ReadContext& ctx, Draft& d) {
   ReadApiKey(t, ctx, b);
   auto ca_file = t.String("ca_file");
   if (ca_file) {
-    if (auto path = ResolveReadableFile(*ca_file, "CA file", ctx)) b.ca_file = *path;
+    if (auto path = ResolveReadableFile(*ca_file, "CA file", ctx)) {
+      b.ca_file = *path;
+      b.tls_at = ca_file->pos;
+    }
   }
   auto verify = t.Bool("tls_verify");
   if (verify) b.tls_verify = verify->value;

@@ -31,7 +31,7 @@ void ReadListener(TableReader& t, ReadContext& ctx, Draft& d) {
     std::optional<std::string> cert_path, key_path;
     if (cert) cert_path = ResolveReadableFile(*cert, "TLS certificate file", ctx);
     if (key) key_path = ResolveReadableFile(*key, "TLS key file", ctx);
-    if (cert_path && key_path) l.tls = TlsFiles{*cert_path, *key_path};
+    if (cert_path && key_path) l.tls = TlsFiles{*cert_path, *key_path, cert->pos, key->pos};
   }
   t.Set("proxy_protocol", l.proxy_protocol);
   t.ReportUnknownKeys();

@@ -34,7 +34,10 @@ void ReadGeo(TableReader& root, ReadContext& ctx, Draft& d) {
   if (auto db = t->String("database")) {
     // "" is the documented way to say "no database": every client is unknown.
     if (!db->value.empty()) {
-      if (auto path = ResolveReadableFile(*db, "geo database", ctx)) g.database = *path;
+      if (auto path = ResolveReadableFile(*db, "geo database", ctx)) {
+        g.database = *path;
+        g.database_at = db->pos;
+      }
     }
   }
   if (auto source = t->String("client_ip")) {

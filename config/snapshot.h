@@ -37,9 +37,20 @@ struct Cidr {
   bool operator==(const Cidr&) const = default;
 };
 
+/// A 1-based line/column in the config file ({0, 0}: not from the file).
+/// Kept for the values that name files: start-up, reload and --check open
+/// those files after the load and report what is wrong with one at the key
+/// that names it, as "file:line:col: message" (DESIGN.md §8).
+struct SourcePos {
+  uint32_t line = 0;
+  uint32_t column = 0;
+};
+
 struct TlsFiles {
   std::string cert;  // absolute path, PEM chain
   std::string key;   // absolute path, PEM private key
+  SourcePos cert_at;
+  SourcePos key_at;
 };
 
 struct Listener {
@@ -97,6 +108,7 @@ enum class ClientIpSource : uint8_t { kPeer, kXForwardedFor, kProxyProtocol };
 
 struct Geo {
   std::string database;  // absolute path; empty = no database (every client unknown)
+  SourcePos database_at;
   ClientIpSource client_ip = ClientIpSource::kPeer;
   std::vector<Cidr> trusted_proxies;
   /// Rule index applied to clients the database cannot place; nullopt = deny.
@@ -179,6 +191,7 @@ struct Backend {
   std::string api_key;      // resolved from the environment at load time (secret)
   std::string ca_file;      // optional CA bundle for https backends; empty = system store
   bool tls_verify = true;
+  SourcePos tls_at;  // of ca_file, else of url: where a client TLS context problem is reported
   /// Identity for state that survives reloads: a backend that keeps its name
   /// but changes its URL is a new backend with fresh health (DESIGN.md §7).
   std::string state_key() const {

@@ -70,6 +70,7 @@ std::optional<std::string> ResolveReadableFile(const Located<std::string>& value
     return std::nullopt;
   }
   std::string path = Resolve(value.value, ctx.base_dir);
+  if (ctx.mode == LoadMode::kSyntaxOnly) return path;
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) {
@@ -91,6 +92,7 @@ std::optional<std::string> ResolveOutputFile(const Located<std::string>& value,
                                              std::string_view what, ReadContext& ctx) {
   if (value.value == "-" || value.value.empty()) return value.value;
   std::string path = Resolve(value.value, ctx.base_dir);
+  if (ctx.mode == LoadMode::kSyntaxOnly) return path;
   fs::path dir = fs::path(path).parent_path();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {

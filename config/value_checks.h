@@ -27,11 +27,13 @@ std::optional<GeoPoint> ReadGeoPoint(TableReader& table, std::string_view key,
 
 /// Resolves a path against the config directory; returns the absolute path
 /// when it names a readable regular file, else reports `what` at the value.
+/// With LoadMode::kSyntaxOnly the file system is not asked.
 std::optional<std::string> ResolveReadableFile(const Located<std::string>& value,
                                                std::string_view what, ReadContext& ctx);
 
 /// "-" (stdout) and "" (off) as is; anything else resolved against the config
-/// directory, whose parent directory must exist (the file is created on open).
+/// directory, whose parent directory must exist (the file is created on open;
+/// not asked with LoadMode::kSyntaxOnly).
 std::optional<std::string> ResolveOutputFile(const Located<std::string>& value,
                                              std::string_view what, ReadContext& ctx);
 

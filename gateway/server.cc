@@ -27,6 +27,7 @@
 #include "gateway/heap_trim.h"
 #include "gateway/log.h"
 #include "gateway/metrics_exporter.h"
+#include "gateway/named_files.h"
 #include "gateway/openai_error.h"
 #include "gateway/showback_counters.h"
 #include "gateway/showback_format.h"
@@ -175,7 +176,7 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
       rt->geo = previous->geo;
       rt->geo_epoch = previous->geo_epoch;
     } else {
-      auto geo = routing::MmdbGeoResolver::Open(snap->geo.database, snap->geo);
+      auto geo = OpenGeoDatabase(*snap, config_path_);
       if (geo.ok()) {
         rt->geo = *geo;
         rt->geo_epoch = rt->geo->Info().build_epoch;
@@ -204,7 +205,7 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
       if (previous) rt->listener_tls[i] = previous->listener_tls[i];
       continue;
     }
-    auto ctx = MakeServerContext(*now->tls);
+    auto ctx = OpenListenerTls(*now->tls, config_path_);
     if (!ctx.ok()) return ctx.status();
     rt->listener_tls[i] = *ctx;
   }
@@ -218,7 +219,7 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
     std::string key = absl::StrCat(b.ca_file, "|", b.tls_verify);
     auto it = client_ctx.find(key);
     if (it == client_ctx.end()) {
-      auto ctx = MakeClientContext(b.ca_file, b.tls_verify);
+      auto ctx = OpenBackendTls(b, config_path_);
       if (!ctx.ok()) return ctx.status();
       it = client_ctx.emplace(key, *ctx).first;
     }
@@ -417,7 +418,8 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
   }
   auto rt = BuildRuntime(loaded.snapshot, current_.get(), /*reopen_geo=*/true);
   if (!rt.ok()) {
-    out.errors.push_back(absl::StrCat(config_path_, ": ", rt.status().message()));
+    // Already "file:line:col: message", at the key that names the file.
+    out.errors.emplace_back(ToStd(rt.status().message()));
     LogError("reload", out.errors.back());
     reloads_failed_++;
     last_reload_failed_unix_ = absl::ToUnixSeconds(absl::Now());

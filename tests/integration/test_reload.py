@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -313,6 +315,160 @@ class HostileConfigReloadTest(unittest.TestCase):
                                capture_output=True, text=True, timeout=30)
         self.assertEqual(check.returncode, 1, check.stderr)
         self.assertRegex(check.stderr, r"geogate\.toml:\d+:1: key nested \d+ levels deep")
+
+
+# An ASN-only database, the way MaxMind ships GeoLite2-ASN: records without
+# any country. Written with MaxMind's own writer, like tests/fixtures/geo.
+ASN_WRITER = r"""
+use strict; use warnings;
+use MaxMind::DB::Writer::Tree;
+my %types = (autonomous_system_number => 'uint32', autonomous_system_organization => 'utf8_string');
+my $tree = MaxMind::DB::Writer::Tree->new(
+    ip_version => 6, record_size => 24, database_type => 'GeoLite2-ASN', languages => ['en'],
+    description => { en => 'geogate test: ASN only' }, alias_ipv6_to_ipv4 => 1,
+    remove_reserved_networks => 0, map_key_type_callback => sub { $types{ $_[0] } });
+$tree->insert_network('192.0.2.0/24', { autonomous_system_number => 64496,
+                                        autonomous_system_organization => 'Example AS' });
+open my $fh, '>:raw', $ARGV[0] or die "$ARGV[0]: $!";
+$tree->write_tree($fh);
+close $fh or die "$ARGV[0]: $!";
+"""
+
+
+class CheckEqualsStartupTest(unittest.TestCase):
+    """Issue #18 item 2: `--check` opens and validates everything start-up
+    opens (the geo database, TLS certificate and key, CA files) and reports
+    each problem at the key that names the file; start-up rejects the same
+    files. The bad files are made here, never taken from outside the repo."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="geogate-check-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def write_config(self, extra=""):
+        # `extra` starts on line 10: geo_config's database is at 11:12,
+        # tls_config's cert at 13:8 and key at 14:7.
+        config = self.path("geogate.toml")
+        with open(config, "w") as f:
+            f.write('[[regions]]\nname = "r1"\njurisdiction = "EU"\nlocation = { lat = 50, lon = 8 }\n'
+                    '[[backends]]\nname = "b1"\nregion = "r1"\nurl = "http://127.0.0.1:9"\n'
+                    'models = ["m"]\n' + extra +
+                    '[[gateway.listeners]]\naddress = "127.0.0.1:0"\n'
+                    '[gateway.admin]\naddress = "127.0.0.1:0"\n')
+        return config
+
+    def check(self, config, *flags):
+        return subprocess.run([GATEWAY_BIN, "--check", *flags, "--config", config],
+                              capture_output=True, text=True, timeout=60)
+
+    def assert_rejected(self, config, line, col, message):
+        r = self.check(config)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual(r.stdout, "")
+        errors = [e for e in r.stderr.splitlines() if ": warning: " not in e]
+        self.assertEqual(len(errors), 1, r.stderr)
+        self.assertRegex(errors[0], rf"^{re.escape(config)}:{line}:{col}: .*{message}")
+        # Start-up refuses the same file (and says so at the same place).
+        start = subprocess.run([GATEWAY_BIN, "--config", config], capture_output=True, text=True,
+                               timeout=30)
+        self.assertEqual(start.returncode, 1, start.stderr)
+        self.assertIn(f"{config}:{line}:{col}: ", start.stderr)
+
+    def geo_config(self, database):
+        return self.write_config(f'[geo]\ndatabase = "{database}"\n')
+
+    def test_a_random_bytes_database(self):
+        with open(self.path("random.mmdb"), "wb") as f:
+            f.write(random.Random(18).randbytes(8192))
+        self.assert_rejected(self.geo_config("random.mmdb"), 11, 12, "not a valid MaxMind DB file")
+
+    def test_a_database_with_a_broken_search_tree(self):
+        # A real database whose first search-tree nodes point past the tree.
+        with open(CITY_DB, "rb") as f:
+            data = bytearray(f.read())
+        data[0:48] = b"\xff" * 48
+        with open(self.path("broken.mmdb"), "wb") as f:
+            f.write(data)
+        self.assert_rejected(self.geo_config("broken.mmdb"), 11, 12, "corrupt")
+
+    @unittest.skipUnless(shutil.which("perl"), "needs perl with MaxMind::DB::Writer")
+    def test_an_asn_database_has_no_country(self):
+        subprocess.run(["perl", "-e", ASN_WRITER, self.path("asn.mmdb")], check=True,
+                       capture_output=True)
+        self.assert_rejected(self.geo_config("asn.mmdb"), 11, 12,
+                             r"no record has a string at geo.country_field \"country.iso_code\"; "
+                             r"records have the keys \[autonomous_system_number")
+
+    def tls_config(self, cert, key):
+        return self.write_config(f'[[gateway.listeners]]\naddress = "127.0.0.1:0"\n'
+                                 f'[gateway.listeners.tls]\ncert = "{cert}"\nkey = "{key}"\n')
+
+    def test_a_certificate_and_a_key_that_do_not_match(self):
+        a, b = make_tls_files(os.path.join(self.dir, "a")), make_tls_files(os.path.join(self.dir, "b"))
+        self.assert_rejected(self.tls_config(a.cert, b.key), 14, 7,
+                             "(key values mismatch|does not match certificate)")
+
+    def test_a_certificate_that_is_not_pem(self):
+        a = make_tls_files(os.path.join(self.dir, "a"))
+        with open(self.path("cert.der"), "wb") as f:
+            f.write(b"\x30\x82\x01\x0a" + random.Random(1).randbytes(300))
+        self.assert_rejected(self.tls_config("cert.der", a.key), 13, 8, "cannot load certificate")
+
+    def test_a_ca_file_that_is_not_pem(self):
+        with open(self.path("ca.pem"), "w") as f:
+            f.write("not a certificate\n")
+        config = self.write_config()
+        with open(config) as f:
+            text = f.read()
+        text = text.replace('url = "http://127.0.0.1:9"', 'url = "https://127.0.0.1:9"\nca_file = "ca.pem"')
+        with open(config, "w") as f:
+            f.write(text)
+        self.assert_rejected(config, 9, 11, "backend 'b1': cannot load CA certificates")
+
+    def test_good_files_pass(self):
+        shutil.copy(CITY_DB, self.path("city.mmdb"))
+        a = make_tls_files(os.path.join(self.dir, "a"))
+        config = self.write_config(f'[geo]\ndatabase = "city.mmdb"\n'
+                                   f'[[gateway.listeners]]\naddress = "127.0.0.1:0"\n'
+                                   f'tls = {{ cert = "{a.cert}", key = "{a.key}" }}\n')
+        r = self.check(config)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r": ok \(1 regions, 1 backends")
+
+    def test_syntax_only_needs_no_files_and_no_secrets(self):
+        config = self.write_config('[geo]\ndatabase = "missing.mmdb"\n'
+                                   '[[gateway.listeners]]\naddress = "127.0.0.1:0"\n'
+                                   'tls = { cert = "certs/missing.pem", key = "certs/missing.key" }\n'
+                                   '[gateway]\naccess_log = "no-such-dir/access.log"\n')
+        with open(config) as f:
+            text = f.read()
+        text = text.replace('models = ["m"]', 'models = ["m"]\napi_key_env = "GEOGATE_TEST_UNSET_KEY"')
+        with open(config, "w") as f:
+            f.write(text)
+        env = {k: v for k, v in os.environ.items() if k != "GEOGATE_TEST_UNSET_KEY"}
+        full = subprocess.run([GATEWAY_BIN, "--check", "--config", config], capture_output=True,
+                              text=True, timeout=60, env=env)
+        self.assertEqual(full.returncode, 1)
+        for what in ("missing.mmdb", "missing.pem", "missing.key", "no-such-dir", "GEOGATE_TEST_UNSET_KEY"):
+            self.assertIn(what, full.stderr)
+        lint = subprocess.run([GATEWAY_BIN, "--check", "--syntax-only", "--config", config],
+                              capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(lint.returncode, 0, lint.stderr)
+        self.assertRegex(lint.stdout, r": ok \(1 regions, 1 backends.*syntax only")
+        # Schema and value errors are still found.
+        with open(config, "a") as f:
+            f.write("[health]\ninterval_ms = 0\n")
+        lint = subprocess.run([GATEWAY_BIN, "--check", "--syntax-only", "--config", config],
+                              capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(lint.returncode, 1)
+        self.assertRegex(lint.stderr, r"geogate\.toml:\d+:15: 'interval_ms' in \[health\] must be")
+        # --syntax-only is a mode of --check, not of running.
+        run = subprocess.run([GATEWAY_BIN, "--syntax-only", "--config", config], capture_output=True,
+                             text=True, timeout=30)
+        self.assertEqual(run.returncode, 2)
 
 
 class DrainTest(unittest.TestCase):

@@ -134,5 +134,74 @@ TEST_CASE("the shipped example passes --check", "[config][check][examples]") {
                             ": ok (1 regions, 2 backends, 1 models, 1 residency rules, 0 tenants"));
 }
 
+TEST_CASE("--syntax-only: named files and secrets are not needed, values still are",
+          "[config][check]") {
+  TempDir dir;
+  std::string text(testing::Toml(R"(
+[[gateway.listeners]]
+address = "127.0.0.1:0"
+tls = { cert = "certs/missing.pem", key = "certs/missing.key" }
+[gateway]
+access_log = "no-such-dir/access.log"
+[geo]
+database = "missing.mmdb"
+[[regions]]
+name = "r"
+jurisdiction = "EU"
+location = { lat = 1, lon = 2 }
+[[backends]]
+name = "b"
+region = "r"
+url = "https://h"
+models = ["m"]
+api_key_env = "GEOGATE_CHECK_TEST_UNSET_VAR"
+ca_file = "missing-ca.pem"
+)"));
+  std::string path = dir.Write("g.toml", text);
+  CheckOptions full;
+  full.env = FakeEnv();
+  bool opened = false;
+  full.open_files = [&](const Snapshot&, const std::string&) {
+    opened = true;
+    return std::vector<ConfigError>{};
+  };
+  std::ostringstream out, err;
+  CHECK(RunCheck(path, out, err, full) == 1);
+  for (const char* what : {"missing.pem", "missing.key", "no-such-dir", "missing.mmdb",
+                           "GEOGATE_CHECK_TEST_UNSET_VAR", "missing-ca.pem"})
+    CHECK_THAT(err.str(), Catch::Matchers::Contains(what));
+  CHECK_FALSE(opened);  // the load failed: nothing to open
+
+  CheckOptions lint = full;
+  lint.syntax_only = true;
+  std::ostringstream out2, err2;
+  CHECK(RunCheck(path, out2, err2, lint) == 0);
+  INFO(err2.str());
+  CHECK_THAT(out2.str(), Catch::Matchers::Contains(": ok (1 regions, 1 backends"));
+  CHECK_THAT(out2.str(), Catch::Matchers::EndsWith(
+                             "; syntax only: named files and environment variables not checked\n"));
+  CHECK_FALSE(opened);  // --syntax-only opens nothing
+
+  std::string bad = dir.Write("bad.toml", text + "[health]\ninterval_ms = 0\n");
+  std::ostringstream out3, err3;
+  CHECK(RunCheck(bad, out3, err3, lint) == 1);
+  CHECK(err3.str() == bad + ":20:15: 'interval_ms' in [health] must be greater than 0, got 0\n");
+}
+
+TEST_CASE("the file opener's errors fail the check after a clean load", "[config][check]") {
+  TempDir dir;
+  std::string path = dir.Write("g.toml", "[[gateway.listeners]]\naddress = \"127.0.0.1:0\"\n");
+  CheckOptions options;
+  options.env = FakeEnv();
+  options.open_files = [](const Snapshot& s, const std::string& file) {
+    CHECK(s.gateway.listeners.size() == 1);
+    return std::vector<ConfigError>{ConfigError{file, 2, 11, "cannot use it"}};
+  };
+  std::ostringstream out, err;
+  CHECK(RunCheck(path, out, err, options) == 1);
+  CHECK(out.str().empty());
+  CHECK_THAT(err.str(), Catch::Matchers::StartsWith(path + ":2:11: cannot use it\n"));
+}
+
 }  // namespace
 }  // namespace geogate::config
