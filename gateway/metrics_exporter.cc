@@ -272,7 +272,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
     w.Sample("geogate_geo_database_info", {{"type", info.database_type}, {"path", info.path}}, 1);
   }
   w.Family("geogate_geo_database_reload_failures_total", "counter",
-           "Geo database reopens that failed (the previous database kept serving).");
+           "Reloads whose geo database could not be opened or used (same path: the loaded "
+           "database kept serving; a new path: the reload was refused).");
   w.Sample("geogate_geo_database_reload_failures_total", {},
            static_cast<double>(in.geo_reload_failures));
   return w.Take();

@@ -166,7 +166,9 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
   rt->config = snap;
 
   // Geo database: reopened on every reload; a file that fails to open keeps
-  // the previous database when there is one.
+  // the previous database when the path is the same, and refuses the reload
+  // when it is not. Either failure of a reload counts in
+  // geogate_geo_database_reload_failures_total.
   if (!snap->geo.database.empty()) {
     bool same_path = previous && previous->geo &&
                      previous->config->geo.database == snap->geo.database &&
@@ -187,6 +189,9 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
         rt->geo = previous->geo;
         rt->geo_epoch = previous->geo_epoch;
       } else {
+        // A reload that names another file which cannot be used is refused
+        // as a whole; it is a geo database reload failure all the same.
+        if (previous) geo_reload_failures_++;
         return geo.status();
       }
     }

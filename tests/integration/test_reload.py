@@ -471,6 +471,56 @@ class CheckEqualsStartupTest(unittest.TestCase):
         self.assertEqual(run.returncode, 2)
 
 
+class GeoReloadFailureMetricTest(unittest.TestCase):
+    """Issue #18 item 2: every reload that meets a bad .mmdb counts in
+    geogate_geo_database_reload_failures_total, whether the file was
+    replaced in place (the loaded database keeps serving) or the config now
+    names another, bad, file (the reload is refused)."""
+
+    def test_each_bad_database_counts_once(self):
+        work = tempfile.mkdtemp(prefix="geogate-geo-")
+        self.addCleanup(shutil.rmtree, work, True)
+        db = os.path.join(work, "geo.mmdb")
+        shutil.copy(CITY_DB, db)
+        eu = sim(self, "eu1")
+        cfg = GatewayConfig(residency_header=True).region("eu", "EU").backend(eu, "eu")
+        cfg.geo = {"database": db, "client_ip": "x-forwarded-for", "trusted_proxies": ["127.0.0.1/32"]}
+        cfg.residency = [{"name": "eu", "continents": ["EU"], "allow_jurisdictions": ["EU"]}]
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        failures = lambda: gw.metric("geogate_geo_database_reload_failures_total")  # noqa: E731
+        self.assertEqual(failures(), 0)
+
+        # Another file, random bytes: the reload is refused at geo.database.
+        bad = os.path.join(work, "random.mmdb")
+        with open(bad, "wb") as f:
+            f.write(random.Random(7).randbytes(4096))
+        cfg.geo = dict(cfg.geo, database=bad)
+        gw.write_config(cfg)
+        gw.sighup()
+        wait_until(lambda: gw.metric("geogate_config_reloads_total", result="failure") >= 1, 10)
+        self.assertEqual(failures(), 1)
+        status, _, body = gw.admin("POST", "/admin/reload")
+        self.assertEqual((status, body["ok"]), (422, False))
+        self.assertRegex(body["errors"][0], r"geogate\.toml:\d+:\d+: geo database .*random\.mmdb")
+        self.assertEqual(failures(), 2)
+        _, headers, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                  headers={"X-Forwarded-For": "192.0.2.1"})
+        self.assertEqual(headers.get("x-geogate-residency-rule"), "eu")  # the old database
+
+        # The same path, overwritten with garbage: the old database keeps
+        # serving, the reload is applied, the failure still counts.
+        cfg.geo = dict(cfg.geo, database=db)
+        gw.write_config(cfg)
+        shutil.copy(bad, db + ".new")
+        os.replace(db + ".new", db)
+        status, _, body = gw.admin("POST", "/admin/reload")
+        self.assertEqual((status, body["ok"]), (200, True), body)
+        self.assertEqual(failures(), 3)
+        self.assertEqual(gw.metric("geogate_config_reloads_total", result="success"), 1)
+
+
 class DrainTest(unittest.TestCase):
     def test_admin_drain_readyz_then_doors_close_then_exit_zero(self):
         b1 = sim(self, "b1", tokens=30, token_interval_ms=40)
