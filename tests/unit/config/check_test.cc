@@ -134,7 +134,7 @@ TEST_CASE("the shipped example passes --check", "[config][check][examples]") {
                             ": ok (1 regions, 2 backends, 1 models, 1 residency rules, 0 tenants"));
 }
 
-TEST_CASE("--syntax-only: named files and secrets are not needed, values still are",
+TEST_CASE("syntax only (--syntax-only): named files and secrets are not needed, values still are",
           "[config][check]") {
   TempDir dir;
   std::string text(testing::Toml(R"(
