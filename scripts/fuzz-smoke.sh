@@ -5,6 +5,8 @@
 # input that did it is left in build-fuzz/fuzz-artifacts/.
 #
 #   scripts/fuzz-smoke.sh [SECONDS]     default 20 seconds per target
+#
+# Targets: PROXY protocol, X-Forwarded-For, the config loader.
 set -euo pipefail
 
 seconds="${1:-20}"
@@ -12,7 +14,7 @@ seconds="${1:-20}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build="$root/build-fuzz"
-targets=(proxy_protocol_fuzz client_ip_fuzz)
+targets=(proxy_protocol_fuzz client_ip_fuzz config_loader_fuzz)
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j2 --target "${targets[@]}"
@@ -42,6 +44,16 @@ printf '\x0e203.0.113.7, 10.0.0.2' >"$seed_xff/chain"
 printf '\x0e198.51.100.1, 203.0.113.7:8080, [2001:db8::1]:443, 10.0.0.3' >"$seed_xff/ports"
 printf '\x1e[::ffff:203.0.113.9]:80, ::ffff:10.0.0.2, fd00::5' >"$seed_xff/v6"
 printf '\x0e unknown , _hidden,,\t10.0.0.5 ' >"$seed_xff/garbage"
+
+# The config loader starts from the shipped examples, plus the shapes that
+# used to reach toml++'s recursion: a long dotted key, nested arrays and
+# inline tables, and strings that look like structure.
+seed_config="$corpus/config_loader"
+mkdir -p "$seed_config"
+cp examples/*.toml "$seed_config/"
+printf 'a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.a.b.c.d.e.f.g = 1\n' >"$seed_config/deep-key"
+printf '[[a.b]]\nx = [[[{ y.z = [ {w = 1} ] }]]]\n' >"$seed_config/nested"
+printf 's = """a\\"""[[{"""" \nt = \x27\x27\x27.[.\x27\x27\x27 # [[\n' >"$seed_config/strings"
 
 status=0
 for t in "${targets[@]}"; do
