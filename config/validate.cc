@@ -120,6 +120,9 @@ void ResolveModels(Draft& d, Diagnostics& diag) {
       size_t index;
       if (auto it = names.find(written); it != names.end()) {
         index = it->second.model;
+        // An alias of a [[models]] entry without a name (already an error):
+        // there is no canonical name to rewrite to.
+        if (s.models[index].name.empty()) continue;
       } else {
         index = s.models.size();
         Model implied;

@@ -1201,5 +1201,33 @@ relay_batch = )") + value +
   }
 }
 
+TEST_CASE("a backend naming an alias of a [[models]] without a name is an error, not a throw",
+          "[config][errors]") {
+  // Found by tests/fuzz/config_loader_fuzz.cc: the alias resolved to the
+  // nameless model, whose empty canonical name was then looked up with
+  // flat_hash_map::at, which threw std::out_of_range out of the loader (and
+  // out of a reload: std::terminate).
+  LoadResult r = Load(R"(
+[[gateway.listeners]]
+address = "127.0.0.1:0"
+[[regions]]
+name = "r"
+jurisdiction = "EU"
+location = { lat = 1, lon = 2 }
+[[backends]]
+name = "b"
+region = "r"
+url = "http://h"
+models = ["llama-8b"]
+[[models]]
+nmae = "llama-3.1-8b"
+aliases = ["llama-8b"]
+)");
+  INFO(testing::Describe(r));
+  REQUIRE_FALSE(r.ok());
+  CHECK(HasError(r, 12, 1, "missing required key 'name' in [[models]]"));
+  CHECK(HasError(r, 13, 1, "unknown key 'nmae' in [[models]]"));
+}
+
 }  // namespace
 }  // namespace geogate::config
