@@ -90,8 +90,15 @@ LoadResult Load(std::string_view text, const std::string& display_name, std::str
 
   ReadContext ctx{diag, fs::absolute(base_dir).lexically_normal(), env, mode};
   Draft draft;
-  ReadDocument(root, ctx, draft);
-  Validate(draft, ctx);
+  try {
+    ReadDocument(root, ctx, draft);
+    Validate(draft, ctx);
+  } catch (const std::exception& e) {
+    // A bug, not the operator's mistake -- but a reload must never take the
+    // gateway down (DESIGN.md §8): the file is refused and the running
+    // config keeps serving. The fuzz target fails on this message.
+    diag.Error(Pos{}, absl::StrCat(kInternalLoadError, e.what()));
+  }
   result.warnings = diag.TakeWarnings();
   if (diag.has_errors()) {
     result.errors = diag.TakeErrors();

@@ -44,6 +44,11 @@ enum class LoadMode : uint8_t {
   kSyntaxOnly,
 };
 
+/// Start of the message of an error that is geogate's bug rather than the
+/// file's: an exception escaped a section reader or validation. The file is
+/// refused like any bad file (a reload must never crash the gateway).
+inline constexpr std::string_view kInternalLoadError = "internal error while loading: ";
+
 /// Reads, parses and validates `path`. Relative paths inside the file are
 /// resolved against the file's directory.
 LoadResult LoadFile(const std::string& path, const EnvLookup& env = ProcessEnv(),

@@ -52,8 +52,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   geogate::config::LoadResult r =
       geogate::config::LoadString(text, "fuzz.toml", "/nonexistent-geogate-fuzz", env);
   Check(r.ok() == r.errors.empty());
-  for (const auto& e : r.errors)
+  for (const auto& e : r.errors) {
     Check(!e.message.empty() && e.file == "fuzz.toml");
+    // An exception escaped a reader or validation: the loader survives it,
+    // but it is a bug.
+    Check(e.message.rfind(geogate::config::kInternalLoadError, 0) != 0);
+  }
 
   if (geogate::config::CheckInputBounds(text)) return 0;
   try {
