@@ -264,7 +264,7 @@ std::optional<InputBoundsProblem> CheckInputBounds(std::string_view text) {
   if (text.size() > kMaxConfigBytes)
     return InputBoundsProblem{
         Pos{}, absl::StrCat("config file is larger than ", kMaxConfigBytes >> 20, " MiB (",
-                            kMaxConfigBytes, " bytes); nothing was read")};
+                            kMaxConfigBytes, " bytes)")};
   return Scanner(text).Run();
 }
 
