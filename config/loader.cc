@@ -97,7 +97,7 @@ LoadResult Load(std::string_view text, const std::string& display_name, std::str
     // A bug, not the operator's mistake -- but a reload must never take the
     // gateway down (DESIGN.md §8): the file is refused and the running
     // config keeps serving. The fuzz target fails on this message.
-    diag.Error(Pos{}, absl::StrCat(kInternalLoadError, e.what()));
+    diag.Error(Pos{}, absl::StrCat(AV(kInternalLoadError), e.what()));
   }
   result.warnings = diag.TakeWarnings();
   if (diag.has_errors()) {
