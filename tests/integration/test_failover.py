@@ -122,6 +122,12 @@ class StallTest(unittest.TestCase):
         cfg.backend(b2, "r1")
         cfg.health = dict(DEFAULT_HEALTH)
         cfg.upstream = {"stream_idle_timeout_ms": 1500}
+        # The prior at the sims' real TTFT: b1 comes back with no TTFT sample
+        # and is judged on the prior, as close as b2, so it is not explored.
+        # With the default 50 ms it would lose on latency to b2's measured
+        # 5 ms until b2's sample went stale; the non-streaming requests below
+        # teach no TTFT (DESIGN.md §8).
+        cfg.routing = {"prior_ttft_ms": 5}
         gw = Gateway(cfg)
         gw.start(self)
         gw.wait_until_ready()
