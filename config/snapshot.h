@@ -137,12 +137,15 @@ struct Health {
       "auto";  // "auto" (JSON body of the probe) | "off" | a path like "/metrics"
 };
 
+// Defaults chosen with bench/routing (bench/RESULTS.md "## Routing"): with
+// them reserved capacity is over 70 % full before on-demand takes load, at a
+// p99 TTFT within 10 % of an oracle's.
 struct Routing {
-  Millis latency_slack{20};
+  Millis latency_slack{80};
   Millis tie{2};
   Millis prior_ttft{50};
   Millis queue_timeout{0};
-  double ewma_alpha = 0.3;     // weight of a new sample in RTT/TTFT EWMAs
+  double ewma_alpha = 0.05;    // weight of a new sample in RTT/TTFT EWMAs
   Millis sample_stale{10000};  // a TTFT EWMA older than this decays back to the prior
 };
 

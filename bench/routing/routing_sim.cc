@@ -623,12 +623,21 @@ int main(int argc, char** argv) {
   }
   const std::vector<Request> reqs = Workload(seconds, seed);
   // The gateway keeps one TTFT EWMA per (backend, model) (DESIGN.md §8);
-  // the per-backend row shows what it did before.
+  // the per-backend row shows what it did before. Rows other than the
+  // defaults name both keys, so they do not move when a default does.
+  const geogate::config::Routing def;
   std::vector<Variant> variants = {
       {"oracle (true queues, tier-blind)", Policy::kOracle, "", false},
-      {"**geogate**, defaults", Policy::kGeogate, "", true},
+      {absl::StrCat("**geogate**, defaults (ewma_alpha = ", def.ewma_alpha,
+                    ", latency_slack_ms = ", def.latency_slack.count(), ")"),
+       Policy::kGeogate, "", true},
       {"geogate, defaults, one TTFT EWMA per backend (old estimator)", Policy::kGeogate, "", false},
-      {"geogate, ewma_alpha = 0.05", Policy::kGeogate, "ewma_alpha = 0.05\n", true},
+      {"geogate, old defaults: ewma_alpha = 0.3, latency_slack_ms = 20", Policy::kGeogate,
+       "ewma_alpha = 0.3\nlatency_slack_ms = 20\n", true},
+      {"geogate, ewma_alpha = 0.3, latency_slack_ms = 80", Policy::kGeogate,
+       "ewma_alpha = 0.3\nlatency_slack_ms = 80\n", true},
+      {"geogate, ewma_alpha = 0.05, latency_slack_ms = 20", Policy::kGeogate,
+       "ewma_alpha = 0.05\nlatency_slack_ms = 20\n", true},
       {"geogate, ewma_alpha = 0.05, latency_slack_ms = 100", Policy::kGeogate,
        "ewma_alpha = 0.05\nlatency_slack_ms = 100\n", true},
   };

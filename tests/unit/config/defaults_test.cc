@@ -81,11 +81,11 @@ address = "127.0.0.1:8080"
   CHECK(h.load_report == "auto");
 
   const Routing& rt = s.routing;
-  CHECK(rt.latency_slack == Millis(20));
+  CHECK(rt.latency_slack == Millis(80));
   CHECK(rt.tie == Millis(2));
   CHECK(rt.prior_ttft == Millis(50));
   CHECK(rt.queue_timeout == Millis(0));
-  CHECK(rt.ewma_alpha == Approx(0.3));
+  CHECK(rt.ewma_alpha == Approx(0.05));
   CHECK(rt.sample_stale == Millis(10000));
 
   CHECK(s.regions.empty());

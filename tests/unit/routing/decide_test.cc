@@ -460,6 +460,7 @@ TEST_CASE("the worked example of docs/routing.md", "[routing][decide][docs]") {
   size_t north = sb.Backend("eu-north-l4-res-1", "eu-north", Tier::kReserved, 32, "L4");
   size_t full = sb.Backend("eu-central-l4-res-1", "eu-central", Tier::kReserved, 32, "L4");
   size_t us = sb.Backend("us-east-h100-1", "us-east", Tier::kOnDemand, 64, "H100");
+  sb.routing().latency_slack = config::Millis(20);  // as the example says (default 80)
   config::Snapshot snap = sb.Build();
   VectorHealthView view;
   view[h100] = Healthy(3, 26, 4);
