@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import tempfile
+import unittest
 import urllib.request
 from typing import Any, Optional
 
@@ -198,22 +199,51 @@ class Gateway(Process):
 
     def log_records(self) -> list[dict]:
         """The operational log (stderr) so far, one dict per JSON line."""
-        out = []
-        for line in list(self.err_lines):
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-        return out
+        return _json_lines(self.err_lines)
 
     def access_log(self) -> list[dict]:
         """Access-log lines printed so far (access_log = "-")."""
-        out = []
-        for line in list(self.lines):
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-        return out
+        return _json_lines(self.lines)
+
+
+def _json_lines(lines: list[str]) -> list[dict]:
+    out = []
+    for line in list(lines):
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+class SharedGatewayTestCase(unittest.TestCase):
+    """One gpusim ("b1", serving MODELS with the SIM settings) and one gateway
+    in front of it, shared by every test of the class. Subclasses override
+    SIM and MODELS, and configure() for anything beyond a single region."""
+
+    SIM: dict = {"ttft_ms": 2, "token_interval_ms": 1, "tokens": 4}
+    MODELS: list[str] = ["llama-3.1-8b"]
+    sim: GpuSim
+    gw: "Gateway"
+
+    @classmethod
+    def configure(cls, sim: GpuSim) -> GatewayConfig:
+        return GatewayConfig().region("r1").backend(sim, "r1")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = GpuSim(name="b1", models=list(cls.MODELS), **cls.SIM)
+        cls.sim.start()
+        try:
+            cls.gw = Gateway(cls.configure(cls.sim))
+            cls.gw.start()
+            cls.gw.wait_until_ready()
+        except BaseException:
+            cls.sim.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+        cls.sim.stop()

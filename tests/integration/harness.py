@@ -412,6 +412,27 @@ class GpuSim(Process):
 # HTTP
 
 
+class InProcessServer:
+    """A socketserver-based server a test runs in a thread of its own
+    process (scripted backends): serve(server) once it is built, then
+    start(testcase) runs it until the test ends."""
+
+    def serve(self, server) -> None:
+        server.daemon_threads = True
+        self.server = server
+        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self.thread = threading.Thread(target=server.serve_forever, daemon=True)
+
+    def start(self, case):
+        self.thread.start()
+        case.addCleanup(self.stop)
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 @dataclass
 class _Target:
     scheme: str

@@ -14,9 +14,9 @@ import time
 import unittest
 from typing import Callable, Optional
 
-from gateway_harness import Gateway, GatewayConfig
-from harness import (GpuSim, SseStream, chat_body, make_tls_files, post_json, request, send_raw,
-                     stream_chat, wait_until)
+from gateway_harness import Gateway, GatewayConfig, SharedGatewayTestCase
+from harness import (GpuSim, InProcessServer, SseStream, chat_body, make_tls_files, post_json, request,
+                     send_raw, stream_chat, wait_until)
 
 MODEL = "llama-3.1-8b"
 
@@ -116,22 +116,14 @@ class StreamingTest(GatewayTestCase):
         self.assertEqual(body["error"]["code"], "no_compliant_backend")
 
 
-class RequestsTest(GatewayTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=2, token_interval_ms=1, tokens=4,
-                         record_requests=16)
-        cls.sim.start()
-        cfg = GatewayConfig().region("r1").backend(cls.sim, "r1")
-        cfg.limits = {"max_header_bytes": 4096, "max_body_bytes": 2048, "header_timeout_ms": 500}
-        cls.gw = Gateway(cfg)
-        cls.gw.start()
-        cls.gw.wait_until_ready()
+class RequestsTest(SharedGatewayTestCase, GatewayTestCase):
+    SIM = {"ttft_ms": 2, "token_interval_ms": 1, "tokens": 4, "record_requests": 16}
 
     @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.sim.stop()
+    def configure(cls, sim: GpuSim) -> GatewayConfig:
+        cfg = GatewayConfig().region("r1").backend(sim, "r1")
+        cfg.limits = {"max_header_bytes": 4096, "max_body_bytes": 2048, "header_timeout_ms": 500}
+        return cfg
 
     def assert_still_serving(self):
         status, _, body = post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL))
@@ -342,7 +334,7 @@ class FailureTest(GatewayTestCase):
         self.assertNotIn("[DONE]", events)
 
 
-class ScriptedBackend:
+class ScriptedBackend(InProcessServer):
     """A backend whose answers to completions are raw bytes a test scripts:
     heads that arrive in pieces, malformed or cut short, and keep-alive
     connections it closes without answering. Health probes get a 200."""
@@ -391,19 +383,7 @@ class ScriptedBackend:
                         self.request.sendall(piece)
 
         socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def start(self, case: unittest.TestCase) -> "ScriptedBackend":
-        self.thread.start()
-        case.addCleanup(self.stop)
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler))
 
 
 def completion_answer(content: str = "hi") -> bytes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import unittest
 
-from gateway_harness import Gateway, GatewayConfig
+from gateway_harness import Gateway, GatewayConfig, SharedGatewayTestCase
 from harness import GpuSim, chat_body, send_raw
 
 MODEL = "llama-3.1-8b"
@@ -42,22 +42,15 @@ def chat_request(headers: list[tuple[str, str]], body: bytes | None = None,
     return head.encode() + data
 
 
-class StrictnessBase(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=1, token_interval_ms=1, tokens=3)
-        cls.sim.start()
-        cfg = GatewayConfig().region("r1", jurisdiction="EU").region("r2", jurisdiction="US")
-        cfg.backend(cls.sim, "r1")
-        cfg.limits = {"max_body_bytes": 65536}  # the admin port's body limit too
-        cls.gw = Gateway(cfg)
-        cls.gw.start()
-        cls.gw.wait_until_ready()
+class StrictnessBase(SharedGatewayTestCase):
+    SIM = {"ttft_ms": 1, "token_interval_ms": 1, "tokens": 3}
 
     @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.sim.stop()
+    def configure(cls, sim: GpuSim) -> GatewayConfig:
+        cfg = GatewayConfig().region("r1", jurisdiction="EU").region("r2", jurisdiction="US")
+        cfg.backend(sim, "r1")
+        cfg.limits = {"max_body_bytes": 65536}  # the admin port's body limit too
+        return cfg
 
     def send(self, data: bytes) -> tuple[int, dict, bytes]:
         return parse_response(send_raw(self.gw.url, data))

@@ -16,7 +16,7 @@ import subprocess
 import time
 import unittest
 
-from gateway_harness import Gateway, GatewayConfig
+from gateway_harness import Gateway, GatewayConfig, SharedGatewayTestCase
 from harness import (GATEWAY_BIN, GpuSim, SseStream, chat_body, free_port, make_tls_files,
                      post_json, wait_until)
 
@@ -135,21 +135,14 @@ class SecondInstanceTest(LimitsTestCase):
         self.assertEqual(status, 200, body)
 
 
-class BodyTimeoutTest(LimitsTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=2, token_interval_ms=1, tokens=4)
-        cls.sim.start()
-        cfg = GatewayConfig().region("r1").backend(cls.sim, "r1")
-        cfg.limits = {"body_timeout_ms": 1000, "header_timeout_ms": 5000}
-        cls.gw = Gateway(cfg)
-        cls.gw.start()
-        cls.gw.wait_until_ready()
+class BodyTimeoutTest(SharedGatewayTestCase, LimitsTestCase):
+    SIM = {"ttft_ms": 2, "token_interval_ms": 1, "tokens": 4}
 
     @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.sim.stop()
+    def configure(cls, sim: GpuSim) -> GatewayConfig:
+        cfg = GatewayConfig().region("r1").backend(sim, "r1")
+        cfg.limits = {"body_timeout_ms": 1000, "header_timeout_ms": 5000}
+        return cfg
 
     def head(self, length: int) -> bytes:
         return (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"

@@ -10,27 +10,19 @@ import shutil
 import subprocess
 import unittest
 
-from gateway_harness import Gateway, GatewayConfig
+from gateway_harness import Gateway, GatewayConfig, SharedGatewayTestCase
 from harness import GpuSim, chat_body, post_json, request, stream_chat
 
 MODEL = "llama-3.1-8b"
 
 
-class MetricsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=2, token_interval_ms=1, tokens=5)
-        cls.sim.start()
-        cfg = GatewayConfig().region("r1").backend(cls.sim, "r1", gpu="H100", provider="acme-cloud",
-                                                   capacity=8, cost_per_hour=2.49)
-        cls.gw = Gateway(cfg)
-        cls.gw.start()
-        cls.gw.wait_until_ready()
+class MetricsTest(SharedGatewayTestCase):
+    SIM = {"ttft_ms": 2, "token_interval_ms": 1, "tokens": 5}
 
     @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.sim.stop()
+    def configure(cls, sim: GpuSim) -> GatewayConfig:
+        return GatewayConfig().region("r1").backend(sim, "r1", gpu="H100", provider="acme-cloud",
+                                                      capacity=8, cost_per_hour=2.49)
 
     @unittest.skipUnless(shutil.which("promtool"), "promtool (Debian package prometheus) not installed")
     def test_metrics_pass_promtool(self):

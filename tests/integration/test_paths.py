@@ -15,8 +15,8 @@ import json
 import threading
 import unittest
 
-from gateway_harness import Gateway, GatewayConfig
-from harness import GpuSim, chat_body, post_json, request, wait_until
+from gateway_harness import Gateway, GatewayConfig, SharedGatewayTestCase
+from harness import GpuSim, InProcessServer, chat_body, post_json, request, wait_until
 
 MODEL = "llama-3.1-8b"
 
@@ -47,7 +47,7 @@ BENIGN_PATHS = [
 ]
 
 
-class RecordingBackend:
+class RecordingBackend(InProcessServer):
     """An OpenAI-compatible backend that serves only under `root`:
     GET root/health, GET root/metrics (vLLM gauges) and
     POST root/v1/chat/completions. Any other target is a 404. Every request
@@ -101,19 +101,7 @@ class RecordingBackend:
             do_GET = serve
             do_POST = serve
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def start(self, case: unittest.TestCase) -> "RecordingBackend":
-        self.thread.start()
-        case.addCleanup(self.stop)
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler))
 
     def received(self, method: str | None = None) -> list[str]:
         with self.lock:
@@ -132,21 +120,8 @@ def assert_bad_request(case: unittest.TestCase, status: int, body, what: str) ->
     case.assertTrue(body["error"]["message"], what)
 
 
-class HostilePathTest(unittest.TestCase):
+class HostilePathTest(SharedGatewayTestCase):
     """Through the gateway to gpusim, which counts every path it receives."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=2, token_interval_ms=1, tokens=4)
-        cls.sim.start()
-        cls.gw = Gateway(GatewayConfig().region("r1").backend(cls.sim, "r1"))
-        cls.gw.start()
-        cls.gw.wait_until_ready()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.sim.stop()
 
     def api_paths_seen(self) -> dict[str, int]:
         """What gpusim received other than the gateway's health probes."""
