@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import select
 import socket
 import ssl
@@ -310,7 +311,29 @@ def rss_bytes(pid: int) -> int:
 
 
 class HalfOpenTlsTest(LimitsTestCase):
-    def test_handshakes_that_never_finish_are_closed_and_their_memory_returned(self):
+    def test_handshakes_that_never_finish_are_closed(self):
+        gw, _, _ = self.half_open_burst()
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+
+    @unittest.skipIf(os.environ.get("GEOGATE_ALLOCATOR", "glibc") != "glibc",
+                     "a sanitizer's allocator keeps freed memory by design (quarantine); "
+                     "what the gateway returns to the system is glibc's matter")
+    def test_what_half_open_handshakes_took_goes_back_to_the_system(self):
+        gw, before, peak = self.half_open_burst()
+        # What the handshakes allocated goes back to the system (a generous
+        # bound: at least half of what the burst added).
+        grown = peak - before
+        wait_until(lambda: rss_bytes(gw.pid) - before < grown / 2, 10,
+                   message=f"RSS stayed up: before {before >> 20} MB, peak {peak >> 20} MB, "
+                           f"now {rss_bytes(gw.pid) >> 20} MB")
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
+
+    def half_open_burst(self) -> tuple[Gateway, int, int]:
+        """400 TLS connections that never finish their handshake, all closed
+        by the header deadline. @return the gateway, its RSS before and at
+        the peak."""
         sim = self.start_sim()
         tls = make_tls_files()
         cfg = GatewayConfig(tls=tls).region("r1").backend(sim, "r1")
@@ -347,14 +370,7 @@ class HalfOpenTlsTest(LimitsTestCase):
         for s in socks:
             self.assertTrue(closed_within(s, timeout=5))
             s.close()
-        # What the handshakes allocated goes back to the system (a generous
-        # bound: at least half of what the burst added).
-        grown = peak - before
-        wait_until(lambda: rss_bytes(gw.pid) - before < grown / 2, 10,
-                   message=f"RSS stayed up: before {before >> 20} MB, peak {peak >> 20} MB, "
-                           f"now {rss_bytes(gw.pid) >> 20} MB")
-        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
-        self.assertEqual(status, 200, body)
+        return gw, before, peak
 
 
 if __name__ == "__main__":
