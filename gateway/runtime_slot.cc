@@ -8,8 +8,16 @@ void RuntimeSlot::Publish(RuntimeConstPtr runtime) {
   const uint64_t generation = runtime->generation;
   // The runtime first: a reader that sees the new generation then loads a
   // runtime at least that new.
-  runtime_.store(std::move(runtime), std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    runtime_ = std::move(runtime);
+  }
   generation_.store(generation, std::memory_order_release);
+}
+
+RuntimeConstPtr RuntimeSlot::Load() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return runtime_;
 }
 
 bool LocalRuntime::Adopt(RuntimeConstPtr runtime) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 namespace geogate::gateway {
 
@@ -31,10 +32,15 @@ class RuntimeSlot {
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   /// Thread-safe: the runtime published last; at least as new as any
   /// generation() read before.
-  RuntimeConstPtr Load() const { return runtime_.load(std::memory_order_acquire); }
+  RuntimeConstPtr Load() const;
 
  private:
-  std::atomic<std::shared_ptr<const Runtime>> runtime_;
+  // A mutex, not std::atomic<std::shared_ptr>: ThreadSanitizer reports a
+  // race inside libstdc++ 12's atomic shared_ptr (its lock bit), whatever
+  // the memory order. The lock is taken once per reload per worker; the
+  // request path reads only generation_.
+  mutable std::mutex mu_;
+  RuntimeConstPtr runtime_;
   std::atomic<uint64_t> generation_{0};
 };
 
