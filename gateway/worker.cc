@@ -163,13 +163,15 @@ net::awaitable<void> Worker::AcceptLoop(size_t index) {
     }
     const auto& limits = (*runtime_.held())->config->gateway.limits;
     Admission admit;
-    if (limits.max_connections != 0) {
+    const int64_t open = shared_.open_connections.load(std::memory_order_relaxed);
+    // Below the limit (nearly every accept) nothing else is read: the other
+    // workers' idle-list lines are touched only when someone must make room.
+    if (limits.max_connections != 0 && open >= static_cast<int64_t>(limits.max_connections)) {
       absl::InlinedVector<int64_t, 16> oldest;
       for (const Worker* w : shared_.workers)
         oldest.push_back(w->oldest_idle_ns());
       if (shared_.workers.empty()) oldest.push_back(oldest_idle_ns());
-      admit = Admit(shared_.open_connections.load(std::memory_order_relaxed),
-                    limits.max_connections, oldest, shared_.workers.empty() ? 0 : id_);
+      admit = Admit(open, limits.max_connections, oldest, shared_.workers.empty() ? 0 : id_);
     }
     switch (admit.kind) {
       case Admission::Kind::kAdmit:
