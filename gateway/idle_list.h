@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -45,6 +46,7 @@ class IdleList {
   /// The one idle longest, or nullptr.
   IdleHook* Oldest() { return list_.empty() ? nullptr : &list_.front(); }
   bool empty() const { return list_.empty(); }
+  size_t size() const { return list_.size(); }
   /// When the oldest went idle, or kNoIdle. Readable from any thread.
   int64_t oldest_since_ns() const { return oldest_since_.load(std::memory_order_relaxed); }
 

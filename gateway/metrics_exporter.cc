@@ -204,6 +204,9 @@ std::string FormatMetrics(const MetricsInputs& in) {
   w.Sample("geogate_draining", {}, in.draining ? 1 : 0);
   w.Family("geogate_connections_open", "gauge", "Open client connections.");
   w.Sample("geogate_connections_open", {}, static_cast<double>(in.open_connections));
+  w.Family("geogate_connections_idle", "gauge",
+           "Open client connections waiting for their client's next request.");
+  w.Sample("geogate_connections_idle", {}, static_cast<double>(m.connections_idle));
   w.Family("geogate_connections_total", "counter", "Client connections by event.");
   w.Sample("geogate_connections_total", {{"event", "accepted"}},
            static_cast<double>(m.connections_accepted));

@@ -598,7 +598,11 @@ net::awaitable<std::string> Server::MetricsText() {
   for (auto& w : workers_) {
     Worker* worker = w.get();
     WorkerMetrics copy = co_await net::co_spawn(
-        worker->ioc(), [worker]() -> net::awaitable<WorkerMetrics> { co_return worker->metrics(); },
+        worker->ioc(), [worker]() -> net::awaitable<WorkerMetrics> {
+          WorkerMetrics m = worker->metrics();
+          m.connections_idle = worker->idle_sessions().size();
+          co_return m;
+        },
         net::use_awaitable);
     copy.MergeInto(merged);
   }

@@ -215,8 +215,8 @@ class MaxConnectionsTest(LimitsTestCase):
             conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
             self.assertEqual(self.completion(conn), 200)
             hog.append(conn)  # kept open, idle
-        wait_until(lambda: gw.metric("geogate_connections_open") == self.LIMIT, 5,
-                   message="the hog's connections are not all open")
+        wait_until(lambda: gw.metric("geogate_connections_idle") == self.LIMIT, 5,
+                   message="the hog's connections are not all open and idle")
         # Another client, while every slot holds an idle keep-alive.
         others = []
         for _ in range(3):
@@ -234,6 +234,10 @@ class MaxConnectionsTest(LimitsTestCase):
         gw = self.gateway(self.start_sim(), max_connections=1)
         old = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
         self.assertEqual(self.completion(old), 200)
+        # The client has its response a moment before the gateway files the
+        # connection as idle; until then it is busy and cannot make room.
+        wait_until(lambda: gw.metric("geogate_connections_idle") == 1, 5,
+                   message="the old connection never went idle")
         new = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
         self.assertEqual(self.completion(new), 200)
         # The old connection was closed by the gateway: the socket reads EOF.
