@@ -31,11 +31,15 @@ COPY CMakeLists.txt CMakePresets.json ./
 COPY config config
 COPY health health
 COPY routing routing
-COPY gateway gateway
+COPY common common
+COPY observability observability
+COPY accounting accounting
+COPY proxy proxy
+COPY server server
 COPY bench bench
 RUN cmake --preset release \
  && cmake --build --preset release --target geogate \
- && build-release/gateway/geogate --version
+ && build-release/server/geogate --version
 
 # -------------------------------------------------------------- runtime ----
 FROM ${DEBIAN_IMAGE} AS runtime
@@ -49,7 +53,7 @@ RUN /tmp/setup-debian.sh --runtime \
       --home-dir /nonexistent --shell /usr/sbin/nologin geogate \
  && mkdir -p /etc/geogate /var/lib/geogate
 
-COPY --from=build /src/build-release/gateway/geogate /usr/local/bin/geogate
+COPY --from=build /src/build-release/server/geogate /usr/local/bin/geogate
 # The config-reload sidecar of deploy/kubernetes runs this same image.
 COPY deploy/kubernetes/geogate-reload-watch /usr/local/bin/geogate-reload-watch
 COPY examples /usr/share/geogate/examples

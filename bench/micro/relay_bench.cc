@@ -22,11 +22,11 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
-#include "gateway/block_cache.h"
-#include "gateway/relay_parse.h"
-#include "gateway/sse_observer.h"
-#include "gateway/sse_scan.h"
-#include "gateway/worker.h"
+#include "common/block_cache.h"
+#include "proxy/relay_parse.h"
+#include "proxy/sse_observer.h"
+#include "proxy/sse_scan.h"
+#include "proxy/worker.h"
 
 namespace {
 

@@ -22,7 +22,7 @@ def bin_dir() -> pathlib.Path:
 def geogate_bin() -> pathlib.Path:
     """The built gateway. CI builds it before the tests run, so a missing
     binary is a failure, not a skip."""
-    path = bin_dir() / "gateway" / "geogate"
+    path = bin_dir() / "server" / "geogate"
     if not os.access(path, os.X_OK):
         raise AssertionError(
             f"{path} is not built: cmake --build --preset default --target geogate "
@@ -91,7 +91,7 @@ def run_check(config: pathlib.Path, env_extra: dict) -> subprocess.CompletedProc
 # ---------------------------------------------------------------------------
 # The metric vocabulary: every metric name the alert rules and the dashboard
 # may use, with its type and labels. The names geogate exports today are
-# checked against gateway/metrics_exporter.cc (test_prometheus.py), so this
+# checked against server/metrics_exporter.cc (test_prometheus.py), so this
 # list cannot drift from the exporter; PLANNED are the issue-7 metrics the
 # gateway will export with exactly these names and labels.
 # ---------------------------------------------------------------------------
@@ -129,6 +129,7 @@ EXPORTED = {
     "geogate_ready": ("gauge", set()),
     "geogate_draining": ("gauge", set()),
     "geogate_connections_open": ("gauge", set()),
+    "geogate_connections_idle": ("gauge", set()),
     "geogate_connections_total": ("counter", {"event"}),
     "geogate_connection_rejections_total": ("counter", {"reason"}),
     "geogate_client_timeouts_total": ("counter", {"phase"}),

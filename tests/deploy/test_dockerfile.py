@@ -217,7 +217,7 @@ class DockerfileTest(unittest.TestCase):
 
     def test_dockerignore_keeps_build_trees_and_git_out(self):
         patterns = dockerignore_patterns()
-        for path in (".git/config", "build/gateway/geogate", "build-release/x", "build-asan/x",
+        for path in (".git/config", "build/server/geogate", "build-release/x", "build-asan/x",
                      "tests/e2e/node_modules/openai/package.json", ".demo/geo/demo.mmdb"):
             self.assertTrue(ignored(path, patterns), f"{path} would be sent to the Docker daemon")
 
@@ -227,8 +227,8 @@ class DockerfileTest(unittest.TestCase):
         workdir = next(a for w, a in self.stages[0] if w == "WORKDIR")
         build_dir = release["binaryDir"].replace("${sourceDir}", workdir)
         copied = [shlex.split(a) for w, a in self.final_stage if w == "COPY" and "--from=build" in a]
-        self.assertIn([f"--from=build", f"{build_dir}/gateway/geogate", "/usr/local/bin/geogate"], copied)
-        self.assertIn("add_executable(geogate", (ROOT / "gateway" / "CMakeLists.txt").read_text())
+        self.assertIn([f"--from=build", f"{build_dir}/server/geogate", "/usr/local/bin/geogate"], copied)
+        self.assertIn("add_executable(geogate", (ROOT / "server" / "CMakeLists.txt").read_text())
 
     def test_runs_as_a_non_root_user(self):
         users = self.final("USER")
@@ -247,7 +247,7 @@ class DockerfileTest(unittest.TestCase):
         self.assertIn("/readyz", checks[0])
         env = " ".join(self.final("ENV"))
         self.assertIn(f"http://{admin}", env + checks[0])
-        self.assertIn('path == "/readyz" && get', (ROOT / "gateway" / "admin.cc").read_text())
+        self.assertIn('path == "/readyz" && get', (ROOT / "server" / "admin.cc").read_text())
 
     def test_stopsignal_expose_volumes_entrypoint(self):
         self.assertEqual(self.final("STOPSIGNAL"), ["SIGTERM"])
@@ -259,7 +259,7 @@ class DockerfileTest(unittest.TestCase):
         self.assertEqual(entry, ["/usr/local/bin/geogate", "--config", "/etc/geogate/geogate.toml"])
 
     def test_runtime_stage_has_every_library_geogate_links(self):
-        binary = bin_dir() / "gateway" / "geogate"
+        binary = bin_dir() / "server" / "geogate"
         if not (os.access(binary, os.X_OK) and shutil.which("ldd") and shutil.which("dpkg")):
             raise unittest.SkipTest("needs the built geogate, ldd and dpkg")
         runtime = set(subprocess.run(["bash", str(SETUP), "--runtime", "--print"], check=True,

@@ -69,7 +69,7 @@ class DocsTest(unittest.TestCase):
             self.assertIn(f"examples/{example.name}", guide, f"docs/README.md does not mention {example.name}")
 
     def test_admin_endpoints_named_in_runbooks_exist(self):
-        src = (ROOT / "gateway" / "admin.cc").read_text()
+        src = (ROOT / "server" / "admin.cc").read_text()
         served = set(re.findall(r'path == "(/[\w/]*)"', src))
         for page in PAGES:
             for path in re.findall(r"\$ADMIN(/[\w/]*)", page.read_text()):

@@ -1,7 +1,7 @@
 """deploy/kubernetes: every manifest parses, and the manifests agree with each
 other and with geogate. Container ports match the listeners and the admin
 address of the ConfigMap's geogate.toml; probes, the preStop hook and the
-ServiceMonitor use endpoints that gateway/admin.cc serves; Services,
+ServiceMonitor use endpoints that server/admin.cc serves; Services,
 ServiceMonitor, PodDisruptionBudget and NetworkPolicy select the gateway pods
 and name ports they have; every mounted volume, ConfigMap, Secret and key
 exists; every file geogate.toml names is mounted; the grace period outlasts
@@ -23,8 +23,8 @@ GATEWAY = "geogate"  # the gateway container's name in every workload
 
 
 def admin_endpoints():
-    """{(METHOD, path)} the admin listener serves, from gateway/admin.cc."""
-    src = (ROOT / "gateway" / "admin.cc").read_text()
+    """{(METHOD, path)} the admin listener serves, from server/admin.cc."""
+    src = (ROOT / "server" / "admin.cc").read_text()
     return {(m.upper(), p) for p, m in re.findall(r'path == "(/[\w/]*)" && (get|post)', src)}
 
 

@@ -2,7 +2,7 @@
 as their unit tests say (promtool test rules), use only metrics and labels
 geogate exports, link an existing runbook, and the Kubernetes PrometheusRule
 carries the same groups. Also: the metric vocabulary of these tests matches
-gateway/metrics_exporter.cc."""
+server/metrics_exporter.cc."""
 import re
 import subprocess
 import unittest
@@ -12,11 +12,11 @@ from deploy_common import (DEPLOY, EXPORTED, PLANNED, ROOT, VOCABULARY, import_y
 
 RULES = DEPLOY / "prometheus" / "geogate-alerts.yml"
 RULE_TESTS = sorted((DEPLOY / "prometheus" / "tests").glob("*.yml"))
-EXPORTER = ROOT / "gateway" / "metrics_exporter.cc"
+EXPORTER = ROOT / "server" / "metrics_exporter.cc"
 
 
 def exporter_families():
-    """{name: (type, labels)} as gateway/metrics_exporter.cc writes them."""
+    """{name: (type, labels)} as server/metrics_exporter.cc writes them."""
     src = EXPORTER.read_text()
     families = {name: (kind, set()) for name, kind in re.findall(r'w\.Family\(\s*"(\w+)",\s*"(\w+)"', src)}
     # Counter/Histogram vectors: the label names are in a std::array.

@@ -16,7 +16,7 @@ UNITS = sorted((DEPLOY / "systemd").glob("*.service")) + sorted((DEPLOY / "syste
     DEPLOY / "anycast" / "geogate-anycast-health.service"]
 # Where the docs install the programs -> where they are in this checkout.
 INSTALLED = {
-    "/usr/local/bin/geogate": lambda: bin_dir() / "gateway" / "geogate",
+    "/usr/local/bin/geogate": lambda: bin_dir() / "server" / "geogate",
     "/usr/local/sbin/geogate-anycast-health": lambda: DEPLOY / "anycast" / "geogate-anycast-health",
 }
 

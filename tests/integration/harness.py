@@ -49,12 +49,12 @@ BIN_DIR = os.environ.get("GEOGATE_BIN_DIR") or os.path.join(_REPO, "build")
 
 
 def bin_path(*parts: str) -> str:
-    """Path of a built binary, e.g. bin_path("gateway", "geogate")."""
+    """Path of a built binary, e.g. bin_path("server", "geogate")."""
     return os.path.join(BIN_DIR, *parts)
 
 
 GPUSIM_BIN = bin_path("bench", "gpusim", "geogate-gpusim")
-GATEWAY_BIN = bin_path("gateway", "geogate")
+GATEWAY_BIN = bin_path("server", "geogate")
 
 #: Seconds a process gets to print its "listening on" line.
 STARTUP_TIMEOUT = float(os.environ.get("GEOGATE_STARTUP_TIMEOUT", "15"))

@@ -1,4 +1,4 @@
-#include "health/simulated_time.h"
+#include "testing/simulated_time.h"
 
 #include <string>
 #include <vector>

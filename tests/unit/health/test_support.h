@@ -15,7 +15,7 @@
 #include "health/health_checker.h"
 #include "health/health_table.h"
 #include "health/probe_client.h"
-#include "health/simulated_time.h"
+#include "testing/simulated_time.h"
 
 namespace geogate::health::testing {
 

@@ -3,8 +3,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "routing/fake_geo_resolver.h"
 #include "routing_test_util.h"
+#include "testing/fake_geo_resolver.h"
 
 using geogate::routing::FakeGeoResolver;
 using geogate::routing::GeoInfo;

@@ -1,0 +1,112 @@
+// A worker's second, lower-priority run queue: the relay of streams that
+// already flow. Asio runs a worker's ready handlers in arrival order, so
+// under load a new request's next step waits behind every token relay that
+// became ready in the same pass. Completions bound to BulkQueue's executor
+// are queued here instead, and run at most `batch` at a time, with a pass
+// of the worker's ready queue and one poll of its sockets between batches:
+// everything else (accepts, request heads, routing, the first byte of an
+// answer) waits for a batch or two, not for all streams.
+#pragma once
+
+#include <cstddef>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include <boost/asio/execution.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "common/block_cache.h"
+
+namespace geogate::gateway {
+
+namespace net = boost::asio;
+
+class BulkQueue {
+ public:
+  /// `batch`: items run per pass of the worker's queue when streams back
+  /// up (`[gateway.upstream] relay_batch`).
+  BulkQueue(net::io_context& ioc, size_t batch) : ioc_(ioc), batch_(batch == 0 ? 1 : batch) {}
+  BulkQueue(const BulkQueue&) = delete;
+  BulkQueue& operator=(const BulkQueue&) = delete;
+  /// Destroys what never ran (with it, the coroutines waiting on it). A
+  /// drain already posted must not run after this: destroy the queue
+  /// while its io_context does not run (the worker does so after stopping).
+  ~BulkQueue() { Clear(); }
+
+  /// Queues `f` to run after what is ready now; worker thread only.
+  template <class F>
+  void Push(F&& f) {
+    using Item = ItemOf<std::decay_t<F>>;
+    Node* n = new (block_cache::Allocate(sizeof(Item))) Item(std::forward<F>(f));
+    if (tail_ != nullptr)
+      tail_->next = n;
+    else
+      head_ = n;
+    tail_ = n;
+    ++size_;
+    if (!scheduled_ && !draining_) Schedule();
+  }
+
+  /// Destroys every queued item without running it.
+  void Clear();
+  size_t size() const { return size_; }
+  size_t batch() const { return batch_; }
+  void set_batch(size_t batch) { batch_ = batch == 0 ? 1 : batch; }
+
+  /// An Asio executor: a completion handler bound to it
+  /// (net::bind_executor) runs from this queue.
+  class Executor {
+   public:
+    explicit Executor(BulkQueue* q) noexcept : q_(q) {}
+    template <class F>
+    void execute(F&& f) const {
+      q_->Push(std::forward<F>(f));
+    }
+    // It never runs a function inline, which is what Beast's streams require.
+    Executor require(net::execution::blocking_t::never_t) const noexcept { return *this; }
+    static constexpr net::execution::blocking_t query(net::execution::blocking_t) noexcept {
+      return net::execution::blocking.never;
+    }
+    bool operator==(const Executor& o) const noexcept { return q_ == o.q_; }
+    bool operator!=(const Executor& o) const noexcept { return q_ != o.q_; }
+
+   private:
+    BulkQueue* q_;
+  };
+  Executor executor() noexcept { return Executor(this); }
+
+ private:
+  struct Node {
+    Node* next = nullptr;
+    // Runs (invoke) or only destroys the item, and frees its block first.
+    void (*take)(Node*, bool invoke) = nullptr;
+  };
+  template <class F>
+  struct ItemOf : Node {
+    explicit ItemOf(F&& fn) : f(std::move(fn)) { take = &Take; }
+    explicit ItemOf(const F& fn) : f(fn) { take = &Take; }
+    static void Take(Node* n, bool invoke) {
+      auto* self = static_cast<ItemOf*>(n);
+      F fn(std::move(self->f));
+      self->~ItemOf();
+      block_cache::Deallocate(self, sizeof(ItemOf));
+      if (invoke) std::move(fn)();
+    }
+    F f;
+  };
+
+  Node* Pop();
+  void Schedule();
+  void Drain();
+
+  net::io_context& ioc_;
+  size_t batch_;
+  Node* head_ = nullptr;
+  Node* tail_ = nullptr;
+  size_t size_ = 0;
+  bool scheduled_ = false;
+  bool draining_ = false;  // a batch runs: the next is scheduled after it
+};
+
+}  // namespace geogate::gateway

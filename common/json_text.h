@@ -1,0 +1,24 @@
+// JSON string literals written straight into a buffer: the escaper of the
+// hand-written JSON text writers.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace geogate::gateway {
+
+/// Appends `s` to `out` as a JSON string literal (quotes included).
+void AppendJsonString(std::string& out, std::string_view s);
+
+/// The longest text WriteJsonString writes for `s`: every byte a \u00XX
+/// escape, and the quotes.
+constexpr size_t JsonStringBound(std::string_view s) {
+  return 6 * s.size() + 2;
+}
+
+/// Writes `s` as a JSON string literal (quotes included) at `dst`, which
+/// has room for JsonStringBound(s) bytes. @return the end of what it wrote.
+char* WriteJsonString(char* dst, std::string_view s);
+
+}  // namespace geogate::gateway

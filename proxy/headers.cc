@@ -1,0 +1,173 @@
+#include "proxy/headers.h"
+
+#include <charconv>
+#include <random>
+#include <type_traits>
+
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/rfc7230.hpp>
+#include <boost/url/parse.hpp>
+
+#include "proxy/response_head.h"
+
+namespace geogate::gateway {
+
+namespace beast = boost::beast;
+
+namespace {
+
+bool NamedInConnection(std::string_view name, std::string_view connection_value) {
+  if (connection_value.empty()) return false;
+  for (auto token : http::token_list(connection_value))
+    if (beast::iequals(token, name)) return true;
+  return false;
+}
+
+bool IsGatewayHeader(std::string_view name) {
+  return name.size() >= 10 && beast::iequals(name.substr(0, 10), "x-geogate-");
+}
+
+}  // namespace
+
+bool IsHopByHop(std::string_view name, std::string_view connection_value) {
+  static constexpr std::string_view kHopByHop[] = {"connection",
+                                                   "keep-alive",
+                                                   "proxy-connection",
+                                                   "te",
+                                                   "trailer",
+                                                   "transfer-encoding",
+                                                   "upgrade",
+                                                   "proxy-authenticate",
+                                                   "proxy-authorization"};
+  for (std::string_view h : kHopByHop)
+    if (beast::iequals(name, h)) return true;
+  return NamedInConnection(name, connection_value);
+}
+
+std::optional<HeadRefusal> CheckRequestHead(const Fields& fields, unsigned version) {
+  // One lookup per rule: the fields are kept ordered by name, so a count is
+  // a tree search, and an ordinary request passes with three of them.
+  size_t hosts = fields.count(http::field::host);
+  if (hosts > 1)
+    return HeadRefusal{ErrorKind::kBadRequest, "more than one Host header (RFC 9112 section 3.2)"};
+  if (hosts == 0) {
+    if (version >= 11)
+      return HeadRefusal{ErrorKind::kBadRequest,
+                         "HTTP/1.1 request without a Host header (RFC 9112 section 3.2)"};
+  } else {
+    // Host = uri-host [ ":" port ] (RFC 9110 7.2): an authority without
+    // userinfo. Empty is valid (a target with no authority).
+    std::string_view host = fields[http::field::host];
+    auto authority = boost::urls::parse_authority(host);
+    if (!authority || authority->has_userinfo())
+      return HeadRefusal{ErrorKind::kBadRequest, "the Host header is not host[:port]"};
+  }
+  if (fields.count(http::field::authorization) > 1)
+    return HeadRefusal{ErrorKind::kBadRequest, "more than one Authorization header"};
+  if (fields.count("x-geogate-residency") > 1)
+    return HeadRefusal{ErrorKind::kBadResidencyHeader, "more than one x-geogate-residency header"};
+  return std::nullopt;
+}
+
+template <class Out>
+void PrepareUpstreamHeaders(const Fields& in, Out& out, const ForwardInfo& fwd) {
+  std::string_view connection = in[http::field::connection];
+  // Per thread and reused: a fresh string here was a heap allocation for
+  // every proxied request (the peer address alone outgrows SSO once a
+  // client's own X-Forwarded-For is joined to it).
+  thread_local std::string xff;
+  xff.clear();
+  for (const auto& f : in) {
+    std::string_view name = f.name_string();
+    switch (f.name()) {
+      case http::field::authorization:
+      case http::field::host:
+      case http::field::content_length:
+      case http::field::expect:
+        continue;
+      default:
+        break;
+    }
+    if (beast::iequals(name, "x-forwarded-for")) {  // re-added below, with the peer appended
+      if (!xff.empty()) xff += ", ";
+      xff += f.value();
+      continue;
+    }
+    if (IsHopByHop(name, connection) || IsGatewayHeader(name)) continue;
+    if (beast::iequals(name, "x-forwarded-proto") || beast::iequals(name, "x-request-id")) continue;
+    out.insert(name, f.value());
+  }
+  if (!fwd.peer_ip.empty()) {
+    if (!xff.empty()) xff += ", ";
+    xff += fwd.peer_ip;
+  }
+  if (!xff.empty()) out.set("x-forwarded-for", xff);
+  out.set("x-forwarded-proto", fwd.client_tls ? "https" : "http");
+  if (!fwd.request_id.empty()) out.set("x-request-id", fwd.request_id);
+}
+
+template <class Out>
+void SetBackendHeaders(Out& out, const config::Backend& backend) {
+  bool default_port = (backend.tls && backend.port == 443) || (!backend.tls && backend.port == 80);
+  bool v6 = backend.host.find(':') != std::string::npos;
+  thread_local std::string host;  // reused, as xff above
+  host.clear();
+  if (v6) host += '[';
+  host += backend.host;
+  if (v6) host += ']';
+  if (!default_port) {
+    host += ':';
+    char port[8];
+    host.append(port, std::to_chars(port, port + sizeof port, backend.port).ptr);
+  }
+  out.set(http::field::host, host);
+  if (!backend.api_key.empty())
+    out.set(http::field::authorization, "Bearer " + backend.api_key);
+  else if constexpr (std::is_same_v<Out, http::fields>)
+    out.erase(http::field::authorization);  // fields are reused across attempts
+}
+
+template <class Out>
+void PrepareClientResponseHeaders(const Fields& upstream, Out& out, const ResponseTags& tags) {
+  std::string_view connection = upstream[http::field::connection];
+  for (const auto& f : upstream) {
+    std::string_view name = f.name_string();
+    if (f.name() == http::field::content_length) continue;
+    if (IsHopByHop(name, connection) || IsGatewayHeader(name)) continue;
+    if (beast::iequals(name, "x-request-id")) continue;
+    out.insert(name, f.value());
+  }
+  if (!tags.edge.empty()) out.set("x-geogate-edge", tags.edge);
+  if (!tags.region.empty()) out.set("x-geogate-region", tags.region);
+  if (!tags.backend.empty()) out.set("x-geogate-backend", tags.backend);
+  if (!tags.residency_rule.empty()) out.set("x-geogate-residency-rule", tags.residency_rule);
+  if (!tags.request_id.empty()) out.set("x-request-id", tags.request_id);
+}
+
+template void PrepareUpstreamHeaders(const Fields&, http::fields&, const ForwardInfo&);
+template void PrepareUpstreamHeaders(const Fields&, HeaderText&, const ForwardInfo&);
+template void SetBackendHeaders(http::fields&, const config::Backend&);
+template void SetBackendHeaders(HeaderText&, const config::Backend&);
+template void PrepareClientResponseHeaders(const Fields&, http::fields&, const ResponseTags&);
+template void PrepareClientResponseHeaders(const Fields&, ResponseHead&, const ResponseTags&);
+
+GeneratedRequestId NewRequestId() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  GeneratedRequestId id;
+  uint64_t a = gen(), b = gen();
+  for (int i = 0; i < 16; ++i) {
+    id[i] = kHex[(a >> (i * 4)) & 0xF];
+    id[16 + i] = kHex[(b >> (i * 4)) & 0xF];
+  }
+  return id;
+}
+
+bool IsAcceptableRequestId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id)
+    if (c <= 0x20 || c >= 0x7F || c == '"' || c == '\\') return false;
+  return true;
+}
+
+}  // namespace geogate::gateway

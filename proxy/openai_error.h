@@ -1,0 +1,53 @@
+// Every error the gateway itself produces, in OpenAI's shape
+// {"error":{"message","type","code"}} with the status DESIGN.md §7 assigns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/json_text.h"
+
+namespace geogate::gateway {
+
+enum class ErrorKind : uint8_t {
+  kBadRequest,          // 400 bad_request
+  kInvalidJson,         // 400 invalid_json
+  kMissingModel,        // 400 missing_model
+  kBadResidencyHeader,  // 400 bad_residency_header
+  kInvalidApiKey,       // 401 invalid_api_key
+  kNotFound,            // 404 not_found
+  kModelNotFound,       // 404 model_not_found
+  kHeaderTimeout,       // 408 header_timeout
+  kBodyTimeout,         // 408 body_timeout
+  kBodyTooLarge,        // 413 body_too_large
+  kRateLimited,         // 429 rate_limited
+  kCapacityExhausted,   // 429 capacity_exhausted
+  kBudgetExceeded,      // 429 budget_exceeded
+  kHeadersTooLarge,     // 431 headers_too_large
+  kResidencyDenied,     // 451 residency_denied
+  kInternal,            // 500 internal_error
+  kUpstreamFailed,      // 502 upstream_failed
+  kNoCompliantBackend,  // 503 no_compliant_backend
+  kDraining,            // 503 draining (the edge is shutting down)
+  kConnectionLimit,     // 503 too_many_connections (max_connections, nothing idle)
+  kIpConnectionLimit,   // 503 too_many_connections_per_ip
+  kFirstTokenTimeout,   // 504 first_token_timeout
+};
+
+struct ErrorSpec {
+  unsigned status;
+  const char* type;
+  const char* code;
+};
+
+ErrorSpec SpecOf(ErrorKind kind);
+
+/// The JSON body for an error; `message` is escaped.
+std::string ErrorBody(ErrorKind kind, std::string_view message);
+
+/// The SSE event that ends a stream which failed after it started: one
+/// `data:` line with the error object and the blank line that ends the event.
+std::string StreamErrorEvent(std::string_view message);
+
+}  // namespace geogate::gateway

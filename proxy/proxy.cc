@@ -1,0 +1,884 @@
+#include "proxy/proxy.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <span>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "accounting/showback_record.h"
+#include "common/block_cache.h"
+#include "health/health_service.h"
+#include "health/retry_budget.h"
+#include "proxy/headers.h"
+#include "proxy/relay_parse.h"
+#include "proxy/response_head.h"
+#include "proxy/sse_observer.h"
+#include "proxy/watchdog.h"
+#include "routing/decide.h"
+#include "routing/live_health_view.h"
+
+namespace geogate::gateway {
+
+namespace {
+
+using health::FailureReason;
+using Clock = std::chrono::steady_clock;
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+using ResponseParser = http::response_parser<http::buffer_body, PooledAllocator<char>>;
+
+constexpr auto kHealthWatchPeriod = std::chrono::milliseconds(25);
+
+double MillisSince(Clock::time_point t0, Clock::time_point t1) {
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+// Time left until `deadline`, at least 1 ms; a far deadline saturates.
+health::Millis Remaining(Clock::time_point deadline) {
+  auto now = Clock::now();
+  if (deadline - now > std::chrono::hours(24)) return std::chrono::hours(24);
+  return std::max(std::chrono::duration_cast<health::Millis>(deadline - now), health::Millis(1));
+}
+
+// Folds a new sample into an EWMA kept in an atomic (microseconds; -1 =
+// empty). Several workers may update at once: a lost update only loses one
+// sample's weight, so a relaxed CAS loop is plenty.
+void UpdateEwma(std::atomic<int64_t>& ewma, int64_t sample_us, double alpha) {
+  int64_t old = ewma.load(std::memory_order_relaxed);
+  for (;;) {
+    int64_t next = old < 0 ? sample_us
+                           : static_cast<int64_t>(static_cast<double>(old) +
+                                                  alpha * static_cast<double>(sample_us - old));
+    if (ewma.compare_exchange_weak(old, next, std::memory_order_relaxed)) return;
+  }
+}
+
+// Counts a request against a backend's in-flight total (process-wide).
+class InflightGuard {
+ public:
+  explicit InflightGuard(health::BackendState& s) : s_(s) {
+    s_.inflight.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~InflightGuard() { s_.inflight.fetch_sub(1, std::memory_order_relaxed); }
+  InflightGuard(const InflightGuard&) = delete;
+  InflightGuard& operator=(const InflightGuard&) = delete;
+
+ private:
+  health::BackendState& s_;
+};
+
+// Watches the client socket while the request is with a backend. A client
+// that goes away (EOF or reset) cancels the upstream request by closing the
+// upstream connection, so a GPU stops generating tokens nobody will read.
+// Only the raw TCP socket is peeked, never read, so no request bytes are
+// consumed; a client that sends data meanwhile (pipelining, a TLS alert)
+// simply ends the watch, and write errors catch it later.
+//
+// The watch starts only once the request actually waits: at the first
+// health poll while the first byte is awaited (every 25 ms), while queued
+// for capacity, and when a relay waits for more of the body. Asio tries a
+// receive on an empty queue at once, so a watch armed per request cost one
+// empty recvfrom per request, about a sixth of a short request's syscalls;
+// answers that come at once never need it.
+class DisconnectWatch {
+ public:
+  explicit DisconnectWatch(net::ip::tcp::socket& client) : client_(&client) {}
+  ~DisconnectWatch() {
+    if (!state_) return;  // never started: nothing was queued
+    state_->active = false;
+    state_->target = nullptr;
+    // A wait left pending would make the session's next read the second
+    // read op on the socket, which costs Asio an epoll_ctl per request. The
+    // response is written by now: nothing else is pending on the socket.
+    if (state_->waiting && state_->client != nullptr) {
+      boost::system::error_code ec;
+      state_->client->cancel(ec);
+    }
+    state_->client = nullptr;
+  }
+  DisconnectWatch(const DisconnectWatch&) = delete;
+  DisconnectWatch& operator=(const DisconnectWatch&) = delete;
+
+  /// Starts watching (once; later calls do nothing). The state shared with
+  /// the pending receive is made here, so a request answered at once costs
+  /// no allocation for it.
+  void Start() {
+    if (state_) return;
+    state_ = std::allocate_shared<State>(PooledAllocator<State>());
+    state_->client = client_;
+    state_->target = target_;
+    Arm(state_);
+  }
+  /// The upstream connection to close when the client disappears.
+  void Target(beast::tcp_stream* upstream) {
+    target_ = upstream;
+    if (state_) state_->target = upstream;
+  }
+  bool gone() const { return state_ && state_->gone; }
+
+ private:
+  struct State {
+    net::ip::tcp::socket* client = nullptr;
+    beast::tcp_stream* target = nullptr;
+    bool active = true;
+    bool gone = false;
+    bool waiting = false;
+    char peek = 0;
+  };
+
+  // A MSG_PEEK receive rather than async_wait(wait_read): Asio queues a
+  // receive on a socket it knows is drained without any syscall, while a
+  // wait always re-registers the descriptor with epoll_ctl. One byte is
+  // peeked and left in the socket for the session's next read.
+  static void Arm(const std::shared_ptr<State>& st) {
+    st->waiting = true;
+    st->client->async_receive(
+        net::buffer(&st->peek, 1), net::socket_base::message_peek,
+        [st](boost::system::error_code ec, size_t n) {
+          st->waiting = false;
+          if (ec == net::error::operation_aborted || !st->active || st->client == nullptr) return;
+          if (!ec && n > 0) return;  // data, not a close: stop watching
+          if (ec == net::error::would_block || ec == net::error::try_again) {
+            Arm(st);
+            return;
+          }
+          st->gone = true;  // EOF or an error: the client is gone
+          if (st->target != nullptr) st->target->close();
+        });
+  }
+
+  net::ip::tcp::socket* client_;
+  beast::tcp_stream* target_ = nullptr;
+  std::shared_ptr<State> state_;  // null until Start()
+};
+
+struct AttemptResult {
+  bool committed = false;   // the response head reached the client
+  bool keep_alive = false;  // when committed: may the client connection stay open
+  bool client_gone = false;
+  FailureReason failure = FailureReason::kNone;
+  std::string detail;
+  unsigned upstream_status = 0;
+};
+
+FailureReason ClassifyExchangeError(const boost::system::error_code& ec) {
+  if (ec == beast::error::timeout) return FailureReason::kFirstTokenTimeout;
+  if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+      ec != http::error::end_of_stream && ec != http::error::partial_message)
+    return FailureReason::kProtocolError;
+  return FailureReason::kReset;
+}
+
+// A connection from the pool that the backend closed while it sat idle
+// fails on first use with no response byte: that is not the backend's fault.
+bool IsStaleConnectionError(const boost::system::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+         ec == http::error::partial_message;
+}
+
+class ProxyCall {
+ public:
+  ProxyCall(RequestContext& ctx, const RequestBody& body)
+      : ctx_(ctx),
+        body_(body),
+        worker_(ctx.worker),
+        shared_(ctx.worker.shared()),
+        up_cfg_(ctx.cfg.gateway.upstream),
+        watch_(ctx.session.stream().lowest().socket()),
+        wd_(ctx.session.watchdog()),
+        relay_lease_(ctx.worker.relay_buffers().Take()),
+        relay_buf_(relay_lease_.data()) {}
+
+  ~ProxyCall() { wd_.Disarm(); }
+  ProxyCall(const ProxyCall&) = delete;
+  ProxyCall& operator=(const ProxyCall&) = delete;
+
+  /// `self` is this call: Run's frame owns it until the request is done.
+  net::awaitable<bool> Run(PooledPtr<ProxyCall> self);
+
+ private:
+  net::awaitable<bool> Select(routing::Decision& decision);
+  void BuildUpstreamRequest();
+  void BuildAttemptHead(const config::Backend& b);
+  net::awaitable<AttemptResult> Attempt(size_t backend, Clock::time_point deadline);
+  net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn, ResponseParser& parser,
+                                      size_t first_bytes, bool& upstream_reusable);
+  net::awaitable<boost::system::error_code> SendRest(Stream& s,
+                                                     std::span<const net::const_buffer> bufs,
+                                                     size_t sent, bool guard_idle);
+  bool WriteToClientNow(std::string_view data, ResponseHead* head, bool chunked,
+                        SseObserver& observer);
+  net::awaitable<bool> FinishClientWrite();
+  void CountClientBytes(size_t n);
+  net::awaitable<bool> FailAll(const AttemptResult& last);
+  net::awaitable<bool> Fail(ErrorKind kind, std::string_view message, int retry_after = -1);
+  void ReportFailure(size_t backend, FailureReason reason);
+  // Not inline in Relay: its locals would grow Relay's coroutine frame.
+  void AddClientHeaders(const Fields& upstream, const config::Backend& b, ResponseHead& head);
+  void AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds);
+  size_t DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
+                       boost::system::error_code& ec);
+  using ReadResult = std::tuple<boost::system::error_code, size_t>;
+  template <class Token>
+  static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn, Token token);
+  static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
+                                                    ReadResult read);
+  static boost::system::error_code TakeUpstreamHeadRead(UpstreamConn& conn, ResponseParser& parser,
+                                                        ReadResult read);
+
+  RequestContext& ctx_;
+  const RequestBody& body_;
+  Worker& worker_;
+  ServerShared& shared_;
+  const config::Upstream& up_cfg_;
+  DisconnectWatch watch_;
+  Watchdog& wd_;  // the session's: deadlines of every read and write below
+  // Both from the block cache: with reserve() below they fit its 256- and
+  // 512-byte classes for ordinary heads, instead of two mallocs per request.
+  PooledString up_fields_;  // the forwarded fields every attempt sends (Host, key excluded)
+  PooledString up_body_;
+  PooledString up_head_;  // request line, this attempt's Host and key, up_fields_, length
+  std::string_view original_target_;            // in ctx_.req, which outlives the call
+  health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
+  // When the committed attempt's request went to the backend: the GPU works
+  // for the request from then on (prefill, then decode), so showback's
+  // stream wall time starts here, not at the first response byte.
+  Clock::time_point sent_at_{};
+  BufferPool::Lease relay_lease_;
+  char* const relay_buf_;
+  // The client write in progress: [head] [chunk size] data [CRLF], and how
+  // much of it the socket took at once.
+  struct ClientWrite {
+    std::array<net::const_buffer, 4> bufs;
+    size_t count = 0;
+    size_t total = 0;
+    size_t sent = 0;
+    char size_line[24];
+  };
+  ClientWrite client_out_;
+};
+
+net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, int retry_after) {
+  ErrorSpec spec = SpecOf(kind);
+  ctx_.status = spec.status;
+  ctx_.outcome = RequestOutcome::kRejected;
+  ctx_.error_code = spec.code;
+  co_return co_await ctx_.session.SendError(&ctx_.req, kind, message, ctx_.request_id, retry_after);
+}
+
+void ProxyCall::AddClientHeaders(const Fields& upstream, const config::Backend& b,
+                                 ResponseHead& head) {
+  ResponseTags tags{
+      ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name, ctx_.request_id,
+      ctx_.cfg.gateway.residency_header ? ctx_.residency.RuleLabel(ctx_.cfg) : std::string_view()};
+  PrepareClientResponseHeaders(upstream, head, tags);
+}
+
+void ProxyCall::ReportFailure(size_t backend, FailureReason reason) {
+  const config::Backend& b = ctx_.cfg.backends[backend];
+  worker_.metrics().upstream_errors.Add({b.name, health::FailureReasonName(reason)});
+  if (shared_.health != nullptr) shared_.health->ReportFailure(ctx_.rt.backends[backend], reason);
+}
+
+// select_upstream. Waits up to routing.queue_timeout_ms for room when every
+// candidate is at capacity. @return false when the request was answered.
+net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
+  routing::RequestFacts facts{ctx_.model, ctx_.tenant_config()};
+  auto queue_deadline = Clock::now() + ctx_.cfg.routing.queue_timeout;
+  for (;;) {
+    auto now = Clock::now();
+    routing::LiveHealthView view(ctx_.rt.backends, health::ToNanos(now));
+    d = routing::Decide(ctx_.cfg, facts, ctx_.residency.allowed, view, now, worker_.Random());
+    if (d.outcome != routing::Outcome::kCapacity || now >= queue_deadline) break;
+    watch_.Start();
+    net::steady_timer t(worker_.ioc());
+    t.expires_after(std::min<Clock::duration>(std::chrono::milliseconds(5), queue_deadline - now));
+    co_await t.async_wait(kUseTuple);
+    if (watch_.gone()) {
+      ctx_.status = 499;
+      ctx_.outcome = RequestOutcome::kClientClosed;
+      co_return false;
+    }
+  }
+  worker_.metrics().selections.Add({d.why});  // why the winner won, or the outcome
+  // Rendered once into a per-thread buffer and kept in a cached block: no
+  // allocation per request for the access log's route field.
+  thread_local std::string reason;
+  reason.clear();
+  d.AppendReason(ctx_.cfg, reason);
+  ctx_.route_reason.assign(reason);
+  switch (d.outcome) {
+    case routing::Outcome::kRoute:
+      co_return true;
+    case routing::Outcome::kResidencyDenied:
+      co_await Fail(ErrorKind::kResidencyDenied,
+                    "model '" + std::string(ctx_.model_name()) +
+                        "' is served only outside the regions data residency allows (" +
+                        ctx_.residency.Reason(ctx_.cfg) + ")");
+      co_return false;
+    case routing::Outcome::kNoHealthy:
+      co_await Fail(ErrorKind::kNoCompliantBackend,
+                    "no healthy backend in the allowed regions serves model '" +
+                        std::string(ctx_.model_name()) + "'",
+                    1);
+      co_return false;
+    case routing::Outcome::kCapacity:
+      co_await Fail(
+          ErrorKind::kCapacityExhausted,
+          "every allowed backend for model '" + std::string(ctx_.model_name()) + "' is at capacity",
+          1);
+      co_return false;
+  }
+  co_return false;
+}
+
+void ProxyCall::BuildUpstreamRequest() {
+  original_target_ = ctx_.req.target();
+  ForwardInfo fwd;
+  std::string peer = ctx_.session.proxy_source() ? ctx_.session.proxy_source()->ToString()
+                                                 : ctx_.session.peer().ToString();
+  fwd.peer_ip = peer;
+  fwd.client_tls = ctx_.session.tls();
+  fwd.request_id = ctx_.request_id;
+  up_fields_.reserve(kPooledStringMax / 2);  // a 256-byte block; grows into a 512-byte one
+  HeaderText fields(up_fields_);
+  PrepareUpstreamHeaders(ctx_.req.base(), fields, fwd);
+  // The usage chunk is requested for accounting when the client did not ask
+  // for it; SseObserver strips it from the client's stream again.
+  std::optional<PooledString> rewritten = body_.Rewrite(ctx_.model_name(), /*request_usage=*/true);
+  // The client's body is not needed again (its size is already recorded):
+  // move it rather than copy up to max_body_bytes per request.
+  if (rewritten)
+    up_body_ = std::move(*rewritten);
+  else
+    up_body_ = std::move(ctx_.req.body());
+}
+
+// HTTP/1.1 to the backend (keep-alive by default, so no Connection field),
+// framed by Content-Length as Beast's prepare_payload would.
+void ProxyCall::BuildAttemptHead(const config::Backend& b) {
+  up_head_.clear();
+  up_head_.reserve(up_fields_.size() + 256);
+  up_head_.append(ctx_.req.method_string()).append(" ");
+  up_head_.append(b.base_path).append(original_target_).append(" HTTP/1.1\r\n");
+  HeaderText fields(up_head_);
+  SetBackendHeaders(fields, b);
+  up_head_ += up_fields_;
+  http::verb m = ctx_.req.method();
+  if (!up_body_.empty() || m == http::verb::post || m == http::verb::put ||
+      m == http::verb::options) {
+    char num[24];
+    auto [end, ec] = std::to_chars(num, num + sizeof num, up_body_.size());
+    fields.set(http::field::content_length, std::string_view(num, end - num));
+  }
+  up_head_ += "\r\n";
+}
+
+net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
+  routing::Decision decision;
+  if (!co_await Select(decision)) co_return ctx_.status != 499 && ctx_.req.keep_alive();
+  BuildUpstreamRequest();
+
+  auto deadline = ctx_.start + up_cfg_.retry_deadline;
+  AttemptResult last;
+  size_t max_attempts = std::min<size_t>(up_cfg_.max_attempts, decision.plan.size());
+  // Active requests size the retry budget; a retry holds a slot until done.
+  health::RetryBudget::RequestGuard budget_request;
+  if (shared_.retry_budget != nullptr) budget_request = shared_.retry_budget->startRequest();
+  for (size_t i = 0; i < max_attempts; ++i) {
+    if (Clock::now() >= deadline) break;
+    size_t backend = decision.plan[i];
+    if (i > 0) {
+      // A retry: counted against the process-wide budget so a region-wide
+      // failure does not multiply the load on what is left, unless the
+      // backend failed without serving (health::IsFreeReroute).
+      if (shared_.retry_budget != nullptr && !health::IsFreeReroute(last.failure)) {
+        retry_slot_ = shared_.retry_budget->tryRetry();
+        if (!retry_slot_) {
+          worker_.metrics().retry_budget_exhausted++;
+          break;
+        }
+      }
+      worker_.metrics().failovers.Add({health::FailureReasonName(last.failure)});
+    }
+    ctx_.attempts++;
+    // The first attempt may use all of first_token_timeout_ms (a long
+    // prompt's prefill is legitimate); retries start only before the retry
+    // deadline and are cut at it.
+    last = co_await Attempt(backend, i == 0 ? Clock::time_point::max() : deadline);
+    if (last.committed) co_return last.keep_alive;
+    if (last.client_gone) {
+      ctx_.status = 499;
+      ctx_.outcome = RequestOutcome::kClientClosed;
+      worker_.metrics().client_disconnects++;
+      co_return false;
+    }
+    ReportFailure(backend, last.failure);
+  }
+  co_return co_await FailAll(last);
+}
+
+net::awaitable<bool> ProxyCall::FailAll(const AttemptResult& last) {
+  std::string detail = absl::StrCat(
+      "after ", ctx_.attempts, " attempt(s): ", health::FailureReasonName(last.failure),
+      last.detail.empty() ? "" : " (", last.detail, last.detail.empty() ? "" : ")");
+  bool keep = false;
+  if (ctx_.attempts == 0)
+    keep = co_await Fail(ErrorKind::kUpstreamFailed, "retry deadline reached before any attempt");
+  else if (last.failure == FailureReason::kFirstTokenTimeout)
+    keep = co_await Fail(ErrorKind::kFirstTokenTimeout,
+                         "no backend produced a first token in time " + detail);
+  else
+    keep = co_await Fail(ErrorKind::kUpstreamFailed, "every backend attempt failed " + detail);
+  ctx_.outcome = RequestOutcome::kUpstreamFailed;
+  if (ctx_.attempts != 0) ctx_.upstream_error = health::FailureReasonName(last.failure);
+  co_return keep;
+}
+
+net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_point deadline) {
+  const config::Backend& b = ctx_.cfg.backends[backend];
+  health::BackendState& state = *ctx_.rt.backends[backend];
+  InflightGuard inflight(state);
+  AttemptResult r;
+  auto t0 = Clock::now();
+
+  BuildAttemptHead(b);
+
+  UpstreamConnPtr conn = worker_.pool().TakeIdle(b, t0, up_cfg_.pool_idle_timeout);
+  bool reused = conn != nullptr;
+  // Not in this frame: 272 bytes more made it 1056, past what Asio
+  // recycles, so every attempt cost a malloc large enough to make glibc
+  // consolidate its fast bins.
+  PooledPtr<ResponseParser> parser;
+  for (;;) {
+    if (!conn) {
+      auto budget = Remaining(deadline);
+      ConnectResult cr = co_await worker_.pool().Connect(b, ctx_.rt.backend_tls[backend],
+                                                         std::min(up_cfg_.connect_timeout, budget));
+      if (watch_.gone()) {
+        r.client_gone = true;
+        co_return r;
+      }
+      if (!cr.conn) {
+        r.failure = cr.failure;
+        r.detail = cr.error;
+        co_return r;
+      }
+      conn = std::move(cr.conn);
+    }
+    conn->uses++;
+    watch_.Target(&conn->stream.lowest());
+    parser = MakePooled<ResponseParser>();
+    parser->body_limit(boost::none);
+    parser->header_limit(64 * 1024);
+    // Until the first body byte: the first-token deadline, and a backend the
+    // health checks take out of rotation meanwhile is abandoned at once.
+    auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline));
+    wd_.Disarm();
+    wd_.PollHealth(&state, kHealthWatchPeriod, [this] { watch_.Start(); });
+    sent_at_ = Clock::now();
+    wd_.Guard(&conn->stream.lowest(), sent_at_ + ttft_budget);
+    std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
+    boost::system::error_code ec;
+    size_t sent = conn->stream.TrySendNow(request);
+    if (sent != net::buffer_size(request))
+      ec = co_await SendRest(conn->stream, request, sent, /*guard_idle=*/false);
+    // The head, read straight from the socket like the body below (Beast's
+    // composed read_header costs three more layers of handlers per read).
+    while (!ec && !parser->is_header_done()) {
+      ReadResult read = co_await ReadUpstream(*conn, kUseTuple);
+      ec = TakeUpstreamHeadRead(*conn, *parser, read);
+    }
+    if (!ec) break;
+    watch_.Target(nullptr);
+    if (watch_.gone()) {
+      r.client_gone = true;
+      co_return r;
+    }
+    if (wd_.abandoned()) {
+      r.failure = FailureReason::kProbeTimeout;
+      r.detail = "backend taken out of rotation by health checks while waiting";
+      co_return r;
+    }
+    if (reused && !parser->got_some() && IsStaleConnectionError(ec)) {
+      wd_.Disarm();  // it points at the connection about to go
+      conn.reset();
+      reused = false;
+      continue;
+    }
+    if (wd_.expired()) ec = beast::error::timeout;
+    r.failure = ClassifyExchangeError(ec);
+    r.detail = ec.message();
+    co_return r;
+  }
+
+  r.upstream_status = parser->get().result_int();
+  if (r.upstream_status >= 500) {
+    watch_.Target(nullptr);
+    r.failure = FailureReason::kUpstream5xx;
+    r.detail = absl::StrCat(b.name, " answered ", r.upstream_status);
+    co_return r;  // the connection is dropped with its unread body
+  }
+
+  // Hold the head until the first body bytes arrive (or the body is empty):
+  // until then a failure is still invisible to the client and retryable.
+  // Body bytes that came with the head are taken without another read.
+  boost::system::error_code body_ec;
+  size_t first = parser->is_done() ? 0 : DrainBuffered(*conn, *parser, 0, body_ec);
+  while (!body_ec && !parser->is_done() && first == 0) {
+    ReadResult read = co_await ReadUpstream(*conn, kUseTuple);
+    body_ec = TakeUpstreamRead(*conn, *parser, read);
+    if (!body_ec) first = DrainBuffered(*conn, *parser, 0, body_ec);
+  }
+  if (body_ec) {
+    boost::system::error_code ec = body_ec;
+    watch_.Target(nullptr);
+    if (watch_.gone()) {
+      r.client_gone = true;
+      co_return r;
+    }
+    if (wd_.abandoned()) {
+      r.failure = FailureReason::kProbeTimeout;
+      r.detail = "backend taken out of rotation by health checks while waiting";
+      co_return r;
+    }
+    if (wd_.expired()) ec = beast::error::timeout;
+    r.failure = ClassifyExchangeError(ec);
+    r.detail = ec.message();
+    co_return r;
+  }
+  wd_.StopPolling();
+  // Committed: a retry that got here is an ordinary request from now on.
+  retry_slot_.reset();
+  auto t_first = Clock::now();
+  double ttft_ms = MillisSince(t0, t_first);
+  ctx_.ttft_ms = MillisSince(ctx_.start, t_first);
+  ctx_.backend = backend;
+  ctx_.status = r.upstream_status;
+  // The TTFT estimates learn only from successful streams; the probe
+  // measures RTT. A non-streaming answer's first byte comes after the whole
+  // generation: as a TTFT sample it would push routing away from the
+  // backend that just served it (DESIGN.md §8, "TTFT comes from streams").
+  if (r.upstream_status < 400 && ctx_.stream) {
+    const auto sample_us = static_cast<int64_t>(ttft_ms * 1000);
+    const int64_t at_ns = health::ToNanos(t_first);
+    UpdateEwma(state.ttft_ewma_us, sample_us, ctx_.cfg.routing.ewma_alpha);
+    state.ttft_at_ns.store(at_ns, std::memory_order_relaxed);
+    if (health::ModelTtft* slot =
+            state.ClaimModelSlot(health::ModelKey(ctx_.cfg.models[ctx_.model].name))) {
+      UpdateEwma(slot->ewma_us, sample_us, ctx_.cfg.routing.ewma_alpha);
+      slot->at_ns.store(at_ns, std::memory_order_relaxed);
+    }
+    worker_.metrics().ttft.Observe({b.name}, ttft_ms / 1000.0);
+  }
+  health::HealthService::ReportSuccess(state);
+
+  bool reusable = false;
+  AttemptResult rr = co_await Relay(backend, *conn, *parser, first, reusable);
+  watch_.Target(nullptr);
+  if (reusable) worker_.pool().Release(std::move(conn), Clock::now(), up_cfg_.pool_max_idle);
+  co_return rr;
+}
+
+net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& conn,
+                                               ResponseParser& parser, size_t first,
+                                               bool& upstream_reusable) {
+  const config::Backend& b = ctx_.cfg.backends[backend];
+  AttemptResult r;
+  r.committed = true;
+  auto& upstream_head = parser.get();
+  Stream& client = ctx_.session.stream();
+  bool client_http11 = ctx_.req.version() >= 11;
+  bool sse = upstream_head[http::field::content_type].starts_with("text/event-stream");
+
+  // Framing towards the client: keep an exact Content-Length when the
+  // backend gave one, else chunked (close-delimited for HTTP/1.0 clients).
+  bool complete_in_first = parser.is_done();
+  std::optional<uint64_t> length;
+  if (complete_in_first)
+    length = first;
+  else if (auto cl = parser.content_length())
+    length = *cl;
+  bool chunked = !length && client_http11;
+  bool keep_alive = ctx_.req.keep_alive() && (length || chunked) &&
+                    !shared_.draining.load(std::memory_order_relaxed);
+
+  // The usage chunk can only be removed from a body the gateway re-frames
+  // (chunked): a Content-Length body is relayed byte for byte.
+  SseObserver observer(sse, ctx_.include_usage || !chunked);
+  ResponseHead head(upstream_head.result_int(), upstream_head.reason(), ctx_.req.version());
+  AddClientHeaders(upstream_head.base(), b, head);
+  head.SetFraming(length, chunked, keep_alive);
+  if (sse) shared_.active_streams.fetch_add(1, std::memory_order_relaxed);
+  struct StreamCount {
+    ServerShared& s;
+    bool on;
+    ~StreamCount() {
+      if (on) s.active_streams.fetch_sub(1, std::memory_order_relaxed);
+    }
+  } stream_count{shared_, sse};
+
+  bool written = WriteToClientNow(std::string_view(relay_buf_, first), &head, chunked, observer);
+  if (!written) written = co_await FinishClientWrite();
+  if (!written) {
+    r.keep_alive = false;
+    r.client_gone = true;
+    ctx_.outcome = RequestOutcome::kClientClosed;
+    worker_.metrics().client_disconnects++;
+    co_return r;
+  }
+
+  while (!parser.is_done()) {
+    // Bytes left over from the last read (more than one relay buffer) go
+    // out before reading again.
+    boost::system::error_code ec;
+    size_t got = DrainBuffered(conn, parser, 0, ec);
+    if (!ec && got == 0 && !parser.is_done()) {
+      watch_.Start();
+      wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+      // A stream that already flows: the read completes through the
+      // worker's bulk queue, after what new requests have ready.
+      ReadResult read =
+          co_await ReadUpstream(conn, net::bind_executor(worker_.bulk().executor(), kUseTuple));
+      ec = TakeUpstreamRead(conn, parser, read);
+      if (!ec) got = DrainBuffered(conn, parser, 0, ec);
+    }
+    if (ec && wd_.expired()) ec = beast::error::timeout;
+    if (ec) {
+      if (watch_.gone()) {
+        worker_.metrics().client_disconnects++;
+        r.client_gone = true;
+        ctx_.outcome = RequestOutcome::kClientClosed;
+        co_return r;
+      }
+      // The backend failed after the client got the head: the response can
+      // no longer be retried. An SSE client gets one error event and a clean
+      // end of the chunked body; anything else is cut so it cannot be
+      // mistaken for complete.
+      FailureReason reason =
+          ec == beast::error::timeout ? FailureReason::kStreamIdle : FailureReason::kReset;
+      ReportFailure(backend, reason);
+      worker_.metrics().streams_interrupted++;
+      r.failure = reason;
+      r.keep_alive = false;
+      ctx_.outcome = RequestOutcome::kInterrupted;
+      ctx_.error_code = "stream_interrupted";  // the code of the SSE error event
+      ctx_.upstream_error = health::FailureReasonName(reason);
+      if (sse && chunked) {
+        std::string event = StreamErrorEvent(absl::StrCat(
+            "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason)));
+        std::string tail = absl::StrCat(absl::Hex(event.size()), "\r\n", event, "\r\n0\r\n\r\n");
+        wd_.Disarm();
+        wd_.Guard(&client.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+        auto [wec, wn] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
+        ctx_.bytes_out += wn;
+      } else {
+        ctx_.session.Close();
+      }
+      AccountTokens(backend, observer,
+                    std::chrono::duration<double>(Clock::now() - sent_at_).count());
+      co_return r;
+    }
+    if (got == 0) continue;
+    written = WriteToClientNow(std::string_view(relay_buf_, got), nullptr, chunked, observer);
+    if (!written) written = co_await FinishClientWrite();
+    if (!written) {
+      worker_.metrics().client_disconnects++;
+      r.keep_alive = false;
+      r.client_gone = true;
+      ctx_.outcome = RequestOutcome::kClientClosed;
+      AccountTokens(backend, observer,
+                    std::chrono::duration<double>(Clock::now() - sent_at_).count());
+      co_return r;
+    }
+  }
+  std::string_view rest = observer.Finish();  // also reads a JSON body's usage
+  if (chunked) {
+    std::string tail;
+    if (!rest.empty())
+      tail = absl::StrCat(absl::Hex(rest.size()), "\r\n",
+                          absl::string_view(rest.data(), rest.size()), "\r\n");
+    tail += "0\r\n\r\n";
+    wd_.Guard(&client.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+    auto [ec, n] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
+    ctx_.bytes_out += n;
+    if (ec) {
+      keep_alive = false;
+      ctx_.outcome = RequestOutcome::kClientClosed;  // the end of the body never reached it
+    }
+  }
+  wd_.Disarm();
+  AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - sent_at_).count());
+  upstream_reusable = parser.keep_alive();
+  r.keep_alive = keep_alive;
+  co_return r;
+}
+
+// Parses what the connection's buffer holds into the relay buffer after
+// its first `got` bytes (see ParseBufferedBody).
+size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
+                                boost::system::error_code& ec) {
+  return ParseBufferedBody(parser, conn.buffer, relay_buf_, kRelayBufferBytes, got, ec);
+}
+
+// One read from the backend into the connection's buffer, straight from the
+// socket (TLS: the TLS stream): TakeUpstreamRead commits it, DrainBuffered
+// parses it. Not a coroutine: the caller awaits the read operation itself,
+// one coroutine frame fewer per relayed read. `token` is kUseTuple, or
+// kUseTuple bound to an executor that runs the completion.
+template <class Token>
+net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn, Token token) {
+  auto space = conn.buffer.prepare(kUpstreamReadBytes);
+  if (conn.stream.is_tls()) return conn.stream.async_read_some(space, token);
+  return conn.stream.lowest().socket().async_read_some(space, token);
+}
+
+// The backend closing the connection ends a close-delimited body, and cuts
+// any other (partial_message).
+boost::system::error_code ProxyCall::TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
+                                                      ReadResult read) {
+  auto [ec, n] = read;
+  conn.buffer.commit(n);
+  if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
+    ec = {};
+    parser.put_eof(ec);
+  }
+  return ec;
+}
+
+// Commits a read of the response head and parses what the buffer holds, up
+// to the end of the head (body bytes stay buffered for DrainBuffered). The
+// errors are those of Beast's read_header: the backend closing before any
+// byte is end_of_stream (a stale pooled connection), within the head
+// partial_message; need_more only asks for the next read.
+boost::system::error_code ProxyCall::TakeUpstreamHeadRead(UpstreamConn& conn,
+                                                          ResponseParser& parser, ReadResult read) {
+  auto [ec, n] = read;
+  conn.buffer.commit(n);
+  if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
+    if (!parser.got_some()) return http::error::end_of_stream;
+    ec = {};
+    parser.put_eof(ec);
+    return ec;
+  }
+  if (ec) return ec;
+  size_t used = parser.put(conn.buffer.data(), ec);
+  conn.buffer.consume(used);
+  if (ec == http::error::need_more) ec = {};
+  return ec;
+}
+
+// Writes the rest of `bufs` after the first `sent` bytes went at once
+// (Stream::TrySendNow: the callers try that first, so the common case costs
+// no coroutine frame and no pass of the worker's queue), under
+// stream_idle_timeout when `guard_idle` (or the deadline the caller set).
+net::awaitable<boost::system::error_code> ProxyCall::SendRest(
+    Stream& s, std::span<const net::const_buffer> bufs, size_t sent, bool guard_idle) {
+  beast::buffers_suffix<std::span<const net::const_buffer>> rest(bufs);
+  rest.consume(sent);
+  if (guard_idle) wd_.Guard(&s.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+  auto [ec, n] = co_await net::async_write(s, rest, kUseTuple);
+  co_return ec;
+}
+
+// One gather write per upstream read: [head] [chunk size] data [CRLF],
+// written at once when the socket takes it all. @return false when some is
+// left in client_out_ for FinishClientWrite.
+bool ProxyCall::WriteToClientNow(std::string_view data, ResponseHead* head, bool chunked,
+                                 SseObserver& observer) {
+  std::string_view out = observer.Filter(data, Clock::now());
+  ClientWrite& w = client_out_;
+  w.count = 0;
+  if (head != nullptr) w.bufs[w.count++] = net::buffer(head->text());
+  if (chunked && !out.empty()) {
+    char* end = std::to_chars(w.size_line, w.size_line + 16, out.size(), 16).ptr;
+    *end++ = '\r';
+    *end++ = '\n';
+    w.bufs[w.count++] = net::buffer(w.size_line, static_cast<size_t>(end - w.size_line));
+  }
+  if (!out.empty()) w.bufs[w.count++] = net::buffer(out);
+  if (chunked && !out.empty()) w.bufs[w.count++] = net::buffer("\r\n", 2);
+  if (w.count == 0) return true;
+  std::span<const net::const_buffer> bufs(w.bufs.data(), w.count);
+  w.total = net::buffer_size(bufs);
+  w.sent = ctx_.session.stream().TrySendNow(bufs);
+  if (w.sent != w.total) return false;
+  CountClientBytes(w.total);
+  return true;
+}
+
+// The rest of the write WriteToClientNow began. @return false when the
+// client is gone.
+net::awaitable<bool> ProxyCall::FinishClientWrite() {
+  std::span<const net::const_buffer> bufs(client_out_.bufs.data(), client_out_.count);
+  boost::system::error_code ec =
+      co_await SendRest(ctx_.session.stream(), bufs, client_out_.sent, /*guard_idle=*/true);
+  if (ec) co_return false;
+  CountClientBytes(client_out_.total);
+  co_return true;
+}
+
+void ProxyCall::CountClientBytes(size_t n) {
+  ctx_.bytes_out += n;
+  worker_.metrics().bytes_out += n;
+}
+
+void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds) {
+  const config::Backend& b = ctx_.cfg.backends[backend];
+  WorkerMetrics& m = worker_.metrics();
+  m.token_gap.ObserveAll({b.name}, sse.token_gaps());
+  ctx_.prompt_tokens = sse.prompt_tokens();
+  ctx_.completion_tokens = sse.completion_tokens();
+  ctx_.tokens_estimated = sse.estimated();
+  const config::Tenant* t = ctx_.tenant_config();
+  std::string_view tenant = t ? std::string_view(t->name) : std::string_view();
+  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  // GPU-seconds = stream wall time / capacity (the request's share of one
+  // GPU); cost = GPU-seconds x cost_per_hour / 3600 (docs/showback.md).
+  ShowbackRecord rec =
+      MakeShowbackRecord(ctx_.cfg, backend, tenant, ctx_.model_name(), ctx_.prompt_tokens,
+                         ctx_.completion_tokens, ctx_.tokens_estimated, stream_seconds, now_ms);
+  ctx_.gpu_seconds = rec.gpu_seconds;
+  ctx_.cost = rec.cost;
+  worker_.showback_ledger().Add(rec);
+  m.showback.Add(rec);
+  if (ctx_.tenant != kNoIndex) ctx_.rt.budgets[ctx_.tenant]->Charge(rec.cost, now_ms);
+  std::string_view tenant_label = t ? tenant : std::string_view("none");
+  if (ctx_.prompt_tokens > 0)
+    m.tokens.Add({b.name, ctx_.model_name(), tenant_label, "prompt"},
+                 static_cast<double>(ctx_.prompt_tokens));
+  if (ctx_.completion_tokens > 0)
+    m.tokens.Add({b.name, ctx_.model_name(), tenant_label, "completion"},
+                 static_cast<double>(ctx_.completion_tokens));
+}
+
+}  // namespace
+
+// Allocated from the block cache: it must fit its largest class.
+static_assert(sizeof(ProxyCall) <= block_cache::kLargestBlock);
+
+net::awaitable<bool> ProxyRequest(RequestContext& ctx, const RequestBody& body) {
+  // Off the session's coroutine frame, so idle connections stay small; the
+  // relay buffer inside comes from the worker's pool.
+  // Not a coroutine itself: Run's frame owns the call, one frame fewer.
+  PooledPtr<ProxyCall> call = MakePooled<ProxyCall>(ctx, body);
+  ProxyCall* p = call.get();
+  return p->Run(std::move(call));
+}
+
+}  // namespace geogate::gateway

@@ -1,0 +1,75 @@
+// Everything one request accumulates as it moves through the phases
+// (on_request -> resolve_geo -> select_upstream -> upstream -> log), owned by
+// the request handler's coroutine frame.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "common/block_cache.h"
+#include "health/time_source.h"
+#include "observability/access_log.h"
+#include "proxy/session.h"
+#include "routing/geo_resolver.h"
+#include "routing/ip_addr.h"
+#include "routing/residency.h"
+
+namespace geogate::gateway {
+
+inline constexpr size_t kNoIndex = std::numeric_limits<size_t>::max();
+
+struct RequestContext {
+  RequestContext(Session& s, const PinnedRuntime& p, Request& r)
+      : session(s), worker(s.worker()), pinned(p), rt(**p), cfg(*rt.config), req(r) {}
+
+  Session& session;
+  Worker& worker;
+  PinnedRuntime pinned;  // keeps the snapshot this request started with
+  const Runtime& rt;
+  const config::Snapshot& cfg;
+  Request& req;
+  health::MonotonicTime start = std::chrono::steady_clock::now();
+  PooledString request_id;  // 32 characters, or the client's (up to 128)
+  std::string_view path;    // normalised path without the query (as sent if refused)
+  uint64_t bytes_in = 0;    // request body size (the body itself moves upstream)
+
+  // ---- who ------------------------------------------------------------------
+  routing::IpAddr client_ip;
+  std::string client_ip_text;
+  routing::GeoInfo geo;
+  size_t tenant = kNoIndex;  // index into cfg.tenants
+  routing::ResidencyDecision residency;
+  bool residency_decided = false;  // ResolveGeo ran: the request counts in the metric
+
+  // ---- what -----------------------------------------------------------------
+  size_t model = kNoIndex;  // index into cfg.models
+  bool stream = false;
+  bool include_usage = false;
+
+  // ---- outcome ----------------------------------------------------------------
+  unsigned status = 0;
+  RequestOutcome outcome = RequestOutcome::kCompleted;
+  std::string_view error_code;
+  std::string_view upstream_error;  // why a backend failure ended the request
+  size_t backend = kNoIndex;
+  double ttft_ms = -1;
+  uint64_t bytes_out = 0;
+  uint32_t attempts = 0;
+  PooledString route_reason;  // routing::Decision::AppendReason's text
+  int64_t prompt_tokens = -1;
+  int64_t completion_tokens = -1;
+  bool tokens_estimated = false;
+  double gpu_seconds = 0;
+  double cost = 0;
+
+  const config::Tenant* tenant_config() const {
+    return tenant == kNoIndex ? nullptr : &cfg.tenants[tenant];
+  }
+  std::string_view model_name() const {
+    return model == kNoIndex ? std::string_view() : std::string_view(cfg.models[model].name);
+  }
+};
+
+}  // namespace geogate::gateway

@@ -1,0 +1,363 @@
+#include "proxy/request_handler.h"
+
+#include <openssl/sha.h>
+
+#include <array>
+#include <optional>
+
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "accounting/budget_tracker.h"
+#include "proxy/headers.h"
+#include "proxy/proxy.h"
+#include "proxy/request_context.h"
+#include "proxy/request_target.h"
+#include "routing/client_ip.h"
+#include "routing/residency.h"
+
+namespace geogate::gateway {
+
+namespace {
+
+std::string_view StatusLabel(unsigned status) {
+  static const auto kLabels = [] {
+    std::array<std::string, 600> labels;
+    for (unsigned i = 0; i < labels.size(); ++i)
+      labels[i] = std::to_string(i);
+    return labels;
+  }();
+  return status < kLabels.size() ? std::string_view(kLabels[status]) : "other";
+}
+
+net::awaitable<bool> Fail(RequestContext& ctx, ErrorKind kind, std::string_view message,
+                          int retry_after_s = -1) {
+  ErrorSpec spec = SpecOf(kind);
+  ctx.status = spec.status;
+  ctx.outcome = RequestOutcome::kRejected;
+  ctx.error_code = spec.code;
+  co_return co_await ctx.session.SendError(&ctx.req, kind, message, ctx.request_id, retry_after_s);
+}
+
+// on_request: which tenant is this? The key is hashed at once and never
+// stored or forwarded.
+bool Authenticate(RequestContext& ctx) {
+  if (ctx.cfg.tenants.empty()) return true;
+  std::string_view auth = ctx.req[http::field::authorization];
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() <= kBearer.size() || !beast::iequals(auth.substr(0, kBearer.size()), kBearer))
+    return false;
+  std::string_view key = auth.substr(kBearer.size());
+  while (!key.empty() && key.front() == ' ')
+    key.remove_prefix(1);
+  std::string digest(SHA256_DIGEST_LENGTH, '\0');
+  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(),
+         reinterpret_cast<unsigned char*>(digest.data()));
+  auto it = ctx.cfg.tenant_by_key_hash.find(digest);
+  if (it == ctx.cfg.tenant_by_key_hash.end()) return false;
+  ctx.tenant = it->second;
+  return true;
+}
+
+// resolve_geo: the client's address, where it is, and which regions may
+// serve it.
+void ResolveGeo(RequestContext& ctx) {
+  std::string joined;
+  std::string_view xff;
+  if (ctx.cfg.geo.client_ip == config::ClientIpSource::kXForwardedFor) {
+    auto range = ctx.req.equal_range("x-forwarded-for");
+    for (auto it = range.first; it != range.second; ++it) {
+      if (xff.empty() && joined.empty()) {
+        xff = it->value();
+        continue;
+      }
+      if (joined.empty()) joined.assign(xff);
+      joined += ',';
+      joined += it->value();
+    }
+    if (!joined.empty()) xff = joined;
+  }
+  ctx.client_ip =
+      routing::ResolveClientIp(ctx.cfg.geo, ctx.session.peer(), xff, ctx.session.proxy_source());
+  ctx.client_ip_text = ctx.client_ip.ToString();
+  if (ctx.rt.geo) ctx.geo = ctx.rt.geo->Lookup(ctx.client_ip);
+  std::optional<std::string_view> narrowing;
+  if (auto it = ctx.req.find("x-geogate-residency"); it != ctx.req.end())
+    narrowing = std::string_view(it->value());
+  ctx.residency = routing::DecideResidency(ctx.cfg, ctx.geo, ctx.tenant_config(), narrowing);
+  ctx.residency_decided = true;
+}
+
+// geogate_residency_decisions_total, counted once the request has ended: a
+// 451 for a model served only outside the allowed set is known only after
+// selection, and it is a denial like the policy's own.
+void CountResidency(RequestContext& ctx) {
+  if (!ctx.residency_decided) return;
+  routing::ResidencyOutcome outcome = ctx.residency.outcome;
+  std::string_view reason = "none";
+  switch (outcome) {
+    case routing::ResidencyOutcome::kAllowed:
+      if (ctx.error_code == SpecOf(ErrorKind::kResidencyDenied).code) {
+        outcome = routing::ResidencyOutcome::kDenied;
+        reason = "model_outside_allowed";
+      }
+      break;
+    case routing::ResidencyOutcome::kDenied:
+      reason = ctx.residency.narrowed ? "narrowed_to_nothing" : "policy";
+      break;
+    case routing::ResidencyOutcome::kBadHeader:
+      reason = "unknown_jurisdiction";
+      break;
+  }
+  ctx.worker.metrics().residency_decisions.Add(
+      {ctx.residency.RuleLabel(ctx.cfg), routing::ResidencyOutcomeName(outcome), reason});
+}
+
+// Enforces the residency outcome: the error to answer with, if any. Not a
+// coroutine: the allowed case, nearly every request, costs no frame.
+struct Refusal {
+  ErrorKind kind;
+  std::string message;
+};
+std::optional<Refusal> ResidencyRefusal(const RequestContext& ctx) {
+  switch (ctx.residency.outcome) {
+    case routing::ResidencyOutcome::kAllowed:
+      return std::nullopt;
+    case routing::ResidencyOutcome::kBadHeader:
+      return Refusal{ErrorKind::kBadResidencyHeader, ctx.residency.Reason(ctx.cfg)};
+    case routing::ResidencyOutcome::kDenied:
+      break;
+  }
+  return Refusal{
+      ErrorKind::kResidencyDenied,
+      "data residency policy allows no region for this request: " + ctx.residency.Reason(ctx.cfg)};
+}
+
+// Holds a tenant's concurrency slot for the request's life.
+class TenantSlot {
+ public:
+  TenantSlot() = default;
+  TenantSlot(const TenantSlot&) = delete;
+  TenantSlot& operator=(const TenantSlot&) = delete;
+  ~TenantSlot() {
+    if (state_) state_->inflight.fetch_sub(1, std::memory_order_relaxed);
+  }
+  bool Acquire(TenantState& s, uint32_t max) {
+    uint32_t now = s.inflight.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (max != 0 && now > max) {
+      s.inflight.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    state_ = &s;
+    return true;
+  }
+
+ private:
+  TenantState* state_ = nullptr;
+};
+
+net::awaitable<bool> HandleModels(RequestContext& ctx) {
+  if (!Authenticate(ctx))
+    co_return co_await Fail(ctx, ErrorKind::kInvalidApiKey, "invalid or missing API key");
+  ResolveGeo(ctx);
+  if (std::optional<Refusal> refusal = ResidencyRefusal(ctx))
+    co_return co_await Fail(ctx, refusal->kind, refusal->message);
+  std::string body = R"({"object":"list","data":[)";
+  bool first = true;
+  for (size_t m = 0; m < ctx.cfg.models.size(); ++m) {
+    bool served = false;
+    for (size_t b : ctx.cfg.backends_by_model[m])
+      served = served || ctx.residency.allowed.contains(ctx.cfg.backends[b].region_index);
+    if (!served) continue;
+    if (!first) body += ',';
+    first = false;
+    body += R"({"id":)";
+    AppendJsonString(body, ctx.cfg.models[m].name);
+    body += R"(,"object":"model","created":0,"owned_by":"geogate"})";
+  }
+  body += "]}";
+  http::response<http::string_body> res{http::status::ok, ctx.req.version()};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::server, "geogate");
+  res.set("x-request-id", ctx.request_id);
+  res.set("x-geogate-edge", ctx.cfg.gateway.edge);
+  res.body() = std::move(body);
+  ctx.status = 200;
+  bool keep_alive =
+      ctx.req.keep_alive() && !ctx.worker.shared().draining.load(std::memory_order_relaxed);
+  bool ok = co_await ctx.session.Send(res, keep_alive);
+  if (!ok) ctx.outcome = RequestOutcome::kClientClosed;
+  co_return ok&& keep_alive;
+}
+
+net::awaitable<bool> HandleInference(RequestContext& ctx) {
+  if (!Authenticate(ctx))
+    co_return co_await Fail(ctx, ErrorKind::kInvalidApiKey, "invalid or missing API key");
+
+  TenantSlot slot;
+  if (const config::Tenant* t = ctx.tenant_config()) {
+    TenantState& state = *ctx.rt.tenants[ctx.tenant];
+    if (t->requests_per_second > 0) {
+      routing::RateDecision rd = state.limiter.Acquire(health::ToNanos(ctx.start));
+      if (!rd.allowed) {
+        ctx.worker.metrics().tenant_rejections.Add({t->name, "rate"});
+        int retry = static_cast<int>((rd.retry_after_ns + 999'999'999) / 1'000'000'000);
+        co_return co_await Fail(ctx, ErrorKind::kRateLimited, "tenant request rate limit exceeded",
+                                std::max(1, retry));
+      }
+    }
+    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    if (ctx.rt.budgets[ctx.tenant]->Exceeded(now_ms)) {
+      ctx.worker.metrics().tenant_rejections.Add({t->name, "budget"});
+      co_return co_await Fail(ctx, ErrorKind::kBudgetExceeded, "tenant monthly budget is spent",
+                              static_cast<int>(BudgetRetryAfterSeconds(now_ms)));
+    }
+    if (!slot.Acquire(state, t->max_concurrent)) {
+      ctx.worker.metrics().tenant_rejections.Add({t->name, "concurrency"});
+      co_return co_await Fail(ctx, ErrorKind::kRateLimited,
+                              "tenant concurrent request limit exceeded", 1);
+    }
+  }
+
+  RequestBody body = RequestBody::Parse(ctx.req.body());
+  switch (body.facts().status) {
+    case BodyFacts::Status::kOk:
+      break;
+    case BodyFacts::Status::kInvalidJson:
+    case BodyFacts::Status::kNotObject:
+      co_return co_await Fail(ctx, ErrorKind::kInvalidJson, body.facts().error);
+    case BodyFacts::Status::kMissingModel:
+      co_return co_await Fail(ctx, ErrorKind::kMissingModel, body.facts().error);
+  }
+  ctx.stream = body.facts().stream;
+  ctx.include_usage = body.facts().include_usage;
+  std::optional<size_t> model = ctx.cfg.FindModel(body.facts().model);
+  if (!model || ctx.cfg.backends_by_model[*model].empty())
+    co_return co_await Fail(ctx, ErrorKind::kModelNotFound,
+                            "The model '" + std::string(body.facts().model) + "' does not exist");
+  ctx.model = *model;
+
+  ResolveGeo(ctx);
+  if (std::optional<Refusal> refusal = ResidencyRefusal(ctx))
+    co_return co_await Fail(ctx, refusal->kind, refusal->message);
+  co_return co_await ProxyRequest(ctx, body);
+}
+
+// on_request: routing looks at, and the backend gets, only the normalised
+// path (request_target.h). A normalised target replaces the request's own,
+// which is what the proxy forwards. Not a coroutine, and nothing added to
+// RequestContext: HandleRequest's frame stays in the block cache's largest
+// class. @return the refusal's text, empty when the target is accepted.
+std::string_view AcceptTarget(RequestContext& ctx) {
+  std::string_view target = ctx.req.target();
+  std::string storage;  // used only when the target is not already normal
+  RequestTarget normal = NormalizeRequestTarget(target, storage);
+  if (!normal.ok) {
+    ctx.path = target.substr(0, target.find('?'));  // logged as sent
+    return normal.error;
+  }
+  if (normal.target.data() == target.data()) {
+    ctx.path = normal.path;
+    return {};
+  }
+  size_t path_size = normal.path.size();
+  ctx.req.target(normal.target);
+  ctx.path = ctx.req.target().substr(0, path_size);
+  return {};
+}
+
+void Log(RequestContext& ctx) {
+  CountResidency(ctx);
+  auto end = std::chrono::steady_clock::now();
+  double duration_s = std::chrono::duration<double>(end - ctx.start).count();
+  const config::Backend* b = ctx.backend == kNoIndex ? nullptr : &ctx.cfg.backends[ctx.backend];
+  std::string_view backend = b ? std::string_view(b->name) : "none";
+  std::string_view region = b ? std::string_view(ctx.cfg.regions[b->region_index].name) : "none";
+  const config::Tenant* tenant = ctx.tenant_config();
+  WorkerMetrics& m = ctx.worker.metrics();
+  m.requests.Add({backend, region, b ? std::string_view(b->gpu) : "none",
+                  b ? std::string_view(b->provider) : "none",
+                  ctx.model == kNoIndex ? "none" : ctx.model_name(),
+                  tenant ? std::string_view(tenant->name) : "none", StatusLabel(ctx.status)});
+  if (b) m.duration.Observe({backend}, duration_s);
+
+  AccessLogBuffer& log = ctx.worker.access_log();
+  if (!log.enabled()) return;
+  std::string allowed = routing::RegionNames(ctx.cfg, ctx.residency.allowed);
+  AccessRecord r;
+  r.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  r.request_id = ctx.request_id;
+  r.edge = ctx.cfg.gateway.edge;
+  r.client_ip = ctx.client_ip_text;
+  r.method = ctx.req.method_string();
+  r.path = ctx.path;
+  r.model = ctx.model_name();
+  r.tenant = tenant ? std::string_view(tenant->name) : std::string_view();
+  r.status = ctx.status;
+  r.outcome = ctx.outcome;
+  r.error_code = ctx.error_code;
+  r.upstream_error = ctx.upstream_error;
+  r.backend = b ? backend : std::string_view();
+  r.region = b ? region : std::string_view();
+  r.stream = ctx.stream;
+  r.ttft_ms = ctx.ttft_ms;
+  r.duration_ms = duration_s * 1000;
+  r.bytes_in = ctx.bytes_in;
+  r.bytes_out = ctx.bytes_out;
+  r.attempts = ctx.attempts;
+  r.route_reason = ctx.route_reason;
+  r.country = ctx.geo.country;
+  r.continent = ctx.geo.continent;
+  r.rule = ctx.residency.RuleLabel(ctx.cfg);
+  r.allowed = allowed;
+  r.policy_hash = ctx.cfg.hash;
+  r.generation = ctx.rt.generation;
+  r.geo_epoch = ctx.rt.geo_epoch;
+  r.prompt_tokens = ctx.prompt_tokens;
+  r.completion_tokens = ctx.completion_tokens;
+  r.tokens_estimated = ctx.tokens_estimated;
+  r.gpu_seconds = ctx.gpu_seconds;
+  r.cost = ctx.cost;
+  log.Append(r);
+}
+
+}  // namespace
+
+net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned, Request& req) {
+  RequestContext ctx(session, pinned, req);
+  std::string_view rid = req["x-request-id"];
+  if (IsAcceptableRequestId(rid)) {
+    ctx.request_id.assign(rid);
+  } else {
+    GeneratedRequestId id = NewRequestId();
+    ctx.request_id.assign(id.data(), id.size());
+  }
+  ctx.bytes_in = req.body().size();
+  ctx.worker.shared().active_requests.fetch_add(1, std::memory_order_relaxed);
+
+  bool keep = false;
+  // The target first: it sets the path the access log records.
+  if (std::string_view refusal = AcceptTarget(ctx); !refusal.empty()) {
+    keep = co_await Fail(ctx, ErrorKind::kBadRequest, refusal);
+  } else if (std::optional<HeadRefusal> head_refusal =
+                 CheckRequestHead(req.base(), req.version())) {
+    keep = co_await Fail(ctx, head_refusal->kind, head_refusal->message);
+  } else if (ctx.path == "/v1/models" && req.method() == http::verb::get) {
+    keep = co_await HandleModels(ctx);
+  } else if (req.method() == http::verb::post && ctx.path.starts_with("/v1/")) {
+    keep = co_await HandleInference(ctx);
+  } else {
+    keep = co_await Fail(
+        ctx, ErrorKind::kNotFound,
+        "Unknown request URL: " + std::string(req.method_string()) + " " + std::string(ctx.path));
+  }
+  ctx.worker.shared().active_requests.fetch_sub(1, std::memory_order_relaxed);
+  Log(ctx);
+  co_return keep;
+}
+
+}  // namespace geogate::gateway

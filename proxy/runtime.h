@@ -1,0 +1,39 @@
+// What a request pins for its whole life: the config snapshot, the live
+// state of each of its backends, the geo database and the TLS contexts that
+// were current when it started. Built by the Server on start and on every
+// reload, published to the workers, never modified afterwards.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "accounting/budget_tracker.h"
+#include "config/snapshot.h"
+#include "health/health_table.h"
+#include "proxy/runtime_slot.h"
+#include "proxy/tenant_limits.h"
+#include "proxy/tls.h"
+#include "routing/geo_resolver.h"
+
+namespace geogate::gateway {
+
+struct Runtime {
+  config::SnapshotConstPtr config;
+  /// backends[i] is the live state of config->backends[i].
+  std::vector<health::BackendStatePtr> backends;
+  routing::GeoResolverConstPtr geo;  // null = no database: every client unknown
+  uint64_t geo_epoch = 0;
+  /// Server TLS context per running listener (index of the listener set the
+  /// process started with); null for plain listeners.
+  std::vector<SslContextPtr> listener_tls;
+  /// Client TLS context per backend (null for http:// backends).
+  std::vector<SslContextPtr> backend_tls;
+  /// tenants[i] is the rate/concurrency state of config->tenants[i].
+  std::vector<TenantStatePtr> tenants;
+  /// budgets[i] is the monthly spend of config->tenants[i].
+  std::vector<BudgetStatePtr> budgets;
+  uint64_t generation = 0;
+};
+
+}  // namespace geogate::gateway

@@ -1,0 +1,448 @@
+#include "proxy/session.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "proxy/connection_limits.h"
+#include "proxy/headers.h"
+#include "proxy/request_handler.h"
+#include "routing/proxy_protocol.h"
+
+namespace geogate::gateway {
+
+namespace {
+
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr size_t kLingerMaxBytes = 1 << 20;
+constexpr auto kLingerTimeout = std::chrono::seconds(1);
+constexpr auto kTlsShutdownTimeout = std::chrono::milliseconds(500);
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+routing::IpAddr ToIpAddr(const net::ip::address& a) {
+  if (a.is_v4()) return routing::IpAddr::FromV4(a.to_v4().to_uint());
+  return routing::IpAddr::FromV6(a.to_v6().to_bytes());
+}
+
+// A total deadline for the reads of one phase of a request (its head, its
+// body): when it passes, the connection's pending I/O is cancelled, not the
+// socket closed as a tcp_stream timeout would, so a 408 can still be sent.
+// Disarmed when it goes out of scope, so a timer that expired in the same
+// turn cannot cancel whatever the connection does next.
+class CancelAfter {
+ public:
+  CancelAfter(beast::tcp_stream& tcp, health::Millis timeout) : timer_(tcp.get_executor()) {
+    timer_.expires_after(timeout);
+    timer_.async_wait([&tcp, armed = armed_, fired = fired_](boost::system::error_code ec) {
+      if (ec || !*armed) return;
+      *fired = true;
+      boost::system::error_code ignored;
+      tcp.socket().cancel(ignored);
+    });
+  }
+  ~CancelAfter() {
+    *armed_ = false;
+    timer_.cancel();
+  }
+  CancelAfter(const CancelAfter&) = delete;
+  CancelAfter& operator=(const CancelAfter&) = delete;
+  bool fired() const { return *fired_; }
+
+ private:
+  std::shared_ptr<bool> armed_ = std::make_shared<bool>(true);
+  std::shared_ptr<bool> fired_ = std::make_shared<bool>(false);
+  net::steady_timer timer_;
+};
+
+net::awaitable<void> RunSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
+                                std::optional<ErrorKind> refusal) {
+  Session session(worker, std::move(socket), spec, refusal);
+  co_await session.Run();
+}
+
+}  // namespace
+
+void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec) {
+  net::co_spawn(worker.ioc(), RunSession(worker, std::move(socket), spec, std::nullopt),
+                net::detached);
+}
+
+void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec, ErrorKind why) {
+  net::co_spawn(worker.ioc(), RunSession(worker, std::move(socket), spec, why), net::detached);
+}
+
+Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
+                 std::optional<ErrorKind> refusal)
+    : worker_(worker), spec_(spec), watchdog_(worker.ioc()), refusal_(refusal) {
+  boost::system::error_code ec;
+  auto ep = socket.remote_endpoint(ec);
+  if (!ec) peer_ = ToIpAddr(ep.address());
+  socket.set_option(net::ip::tcp::no_delay(true), ec);
+  stream_.emplace(beast::tcp_stream(std::move(socket)));
+  worker_.Register(this);
+  worker_.shared().open_connections.fetch_add(1, std::memory_order_relaxed);
+  if (refusal_) {
+    worker_.refusals_in_flight()++;
+    return;
+  }
+  worker_.metrics().connections_accepted++;
+  SetIdle(true);  // until its client sends something
+}
+
+Session::~Session() {
+  worker_.idle_sessions().Remove(*this);
+  if (counted_ip_) worker_.shared().connections_per_ip->Remove(client_ip_);
+  worker_.Unregister(this);
+  worker_.shared().open_connections.fetch_sub(1, std::memory_order_relaxed);
+  if (refusal_)
+    worker_.refusals_in_flight()--;
+  else
+    worker_.metrics().connections_closed++;
+}
+
+void Session::SetIdle(bool idle) {
+  idle_ = idle;
+  if (idle && !closed_ && !refusal_)
+    worker_.idle_sessions().Push(*this, NowNs());
+  else
+    worker_.idle_sessions().Remove(*this);
+}
+
+void Session::ApplyLimits(const config::Limits& limits) {
+  if (!waiting_ || closed_) return;
+  watchdog_.Guard(&stream_->lowest(),
+                  waiting_since_ + (waiting_first_ ? limits.header_timeout : limits.idle_timeout));
+}
+
+void Session::Close() {
+  if (closed_) return;
+  closed_ = true;
+  worker_.idle_sessions().Remove(*this);
+  stream_->lowest().close();
+}
+
+bool Session::AdmitClient() {
+  uint32_t limit = (*worker_.runtime())->config->gateway.limits.max_connections_per_ip;
+  ConnectionsPerIp* counts = worker_.shared().connections_per_ip;
+  if (limit == 0 || counts == nullptr) return true;
+  client_ip_ = proxy_source_.value_or(peer_);
+  if (counts->TryAdd(client_ip_, limit)) {
+    counted_ip_ = true;
+    return true;
+  }
+  worker_.metrics().connections_rejected_per_ip++;
+  return false;
+}
+
+net::awaitable<void> Session::Refuse(ErrorKind why) {
+  SetIdle(false);
+  if (spec_.tls && !co_await Handshake()) co_return;
+  std::string_view message =
+      why == ErrorKind::kIpConnectionLimit
+          ? "too many connections from this address (gateway.limits.max_connections_per_ip); "
+            "retry later"
+          : "the gateway is at gateway.limits.max_connections and every connection is busy; "
+            "retry later";
+  co_await SendError(nullptr, why, message, {}, /*retry_after_s=*/1);
+  co_await LingeringClose();
+}
+
+net::awaitable<bool> Session::ReadProxyHeader() {
+  const auto& limits = (*worker_.runtime())->config->gateway.limits;
+  stream_->lowest().expires_after(limits.header_timeout);
+  for (;;) {
+    auto data = buffer_.data();
+    routing::ProxyParseResult r = routing::ParseProxyProtocol(
+        std::span<const uint8_t>(static_cast<const uint8_t*>(data.data()), data.size()));
+    if (r.status == routing::ProxyParseStatus::kDone) {
+      buffer_.consume(r.header.consumed);
+      if (!r.header.local && r.header.source) proxy_source_ = r.header.source;
+      stream_->lowest().expires_never();
+      co_return true;
+    }
+    if (r.status == routing::ProxyParseStatus::kInvalid ||
+        buffer_.size() >= routing::kMaxProxyHeaderBytes)
+      co_return false;
+    // Read only what the header can still need, so bytes after it stay in
+    // the socket for the TLS layer or the HTTP parser.
+    auto [ec, n] = co_await stream_->lowest().async_read_some(buffer_.prepare(512), kUseTuple);
+    if (ec) co_return false;
+    buffer_.commit(n);
+  }
+}
+
+net::awaitable<bool> Session::Handshake() {
+  const Runtime& rt = **worker_.runtime();
+  const auto& limits = rt.config->gateway.limits;
+  tls_context_ = spec_.index < rt.listener_tls.size() ? rt.listener_tls[spec_.index] : nullptr;
+  if (!tls_context_) co_return false;
+  beast::tcp_stream tcp = std::move(stream_->lowest());
+  stream_.emplace(std::move(tcp), *tls_context_);
+  stream_->lowest().expires_after(limits.header_timeout);
+  auto [ec, used] = co_await stream_->tls().async_handshake(net::ssl::stream_base::server,
+                                                            buffer_.data(), kUseTuple);
+  if (ec) {
+    worker_.metrics().tls_handshake_failures++;
+    co_return false;
+  }
+  buffer_.consume(used);
+  worker_.metrics().tls_handshakes++;
+  stream_->lowest().expires_never();
+  co_return true;
+}
+
+boost::system::error_code Session::ParseBuffered(RequestParser& parser, bool header_only) {
+  boost::system::error_code ec;
+  while (buffer_.size() != 0 && !parser.is_done() && !(header_only && parser.is_header_done())) {
+    size_t used = parser.put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (ec == http::error::need_more) return {};
+    if (ec || used == 0) break;
+  }
+  return ec;
+}
+
+net::awaitable<boost::system::error_code> Session::ReadHeader(RequestParser& parser,
+                                                              health::Millis header_timeout) {
+  CancelAfter deadline(stream_->lowest(), header_timeout);
+  stream_->lowest().expires_never();
+  auto [rec, n] = co_await http::async_read_header(*stream_, buffer_, parser, kUseTuple);
+  co_return deadline.fired() ? beast::error::timeout : rec;
+}
+
+net::awaitable<boost::system::error_code> Session::ReadBody(RequestParser& parser,
+                                                            health::Millis body_timeout) {
+  // A total deadline like the head's, from the end of the head: a client
+  // that trickles its body gets 408 when it passes, however steadily the
+  // bytes come, and a stalled one no longer holds the connection silently.
+  CancelAfter deadline(stream_->lowest(), body_timeout);
+  stream_->lowest().expires_never();
+  if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    auto [wec, wn] = co_await net::async_write(*stream_, net::buffer(kContinue), kUseTuple);
+    if (wec) co_return deadline.fired() ? beast::error::timeout : wec;
+  }
+  auto [ec, n] = co_await http::async_read(*stream_, buffer_, parser, kUseTuple);
+  co_return deadline.fired() ? beast::error::timeout : ec;
+}
+
+net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
+  // Between requests: the Watchdog's deadline, not a timer armed and
+  // cancelled around every read.
+  waiting_ = true;
+  waiting_first_ = first;
+  waiting_since_ = WatchdogClock::now();
+  watchdog_.Guard(&stream_->lowest(), waiting_since_ + timeout);
+  auto [ec, n] = co_await stream_->async_read_some(buffer_.prepare(4096), kUseTuple);
+  waiting_ = false;
+  watchdog_.Disarm();
+  if (ec) co_return false;
+  buffer_.commit(n);
+  co_return true;
+}
+
+net::awaitable<bool> Session::Send(http::response<http::string_body>& res, bool keep_alive) {
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  const auto& limits = (*worker_.runtime())->config->gateway.limits;
+  stream_->lowest().expires_after(limits.idle_timeout);
+  auto [ec, n] = co_await http::async_write(*stream_, res, kUseTuple);
+  stream_->lowest().expires_never();
+  worker_.metrics().bytes_out += n;
+  co_return !ec;
+}
+
+net::awaitable<bool> Session::SendError(const Request* req, ErrorKind kind,
+                                        std::string_view message, std::string_view request_id,
+                                        int retry_after_s) {
+  ErrorSpec spec = SpecOf(kind);
+  http::response<http::string_body> res{static_cast<http::status>(spec.status),
+                                        req ? req->version() : 11};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::server, "geogate");
+  if (!request_id.empty()) res.set("x-request-id", request_id);
+  res.set("x-geogate-edge", (*worker_.runtime())->config->gateway.edge);
+  if (retry_after_s >= 0) res.set(http::field::retry_after, std::to_string(retry_after_s));
+  res.body() = ErrorBody(kind, message);
+  // Errors about the request's framing leave the connection in an unknown
+  // state: close it. Policy errors (404, 451, 503...) keep it.
+  bool keep = req != nullptr && req->keep_alive() && spec.status != 400 && spec.status != 408 &&
+              spec.status != 413 && spec.status != 431 &&
+              !worker_.shared().draining.load(std::memory_order_relaxed);
+  bool ok = co_await Send(res, keep);
+  co_return ok&& keep;
+}
+
+net::awaitable<void> Session::LingeringClose() {
+  // After an error answered before the whole request was read, stop sending
+  // but keep draining what the client still sends for a moment, so its TCP
+  // stack does not turn our close into a reset that destroys the response.
+  boost::system::error_code ec;
+  stream_->lowest().socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+  stream_->lowest().expires_after(kLingerTimeout);
+  size_t total = 0;
+  char sink[4096];
+  while (total < kLingerMaxBytes) {
+    auto [rec, n] = co_await stream_->lowest().async_read_some(net::buffer(sink), kUseTuple);
+    if (rec) break;
+    total += n;
+  }
+}
+
+namespace {
+// Counts a request in its worker's requests_in_progress() while in scope.
+class InProgress {
+ public:
+  explicit InProgress(size_t& n) : n_(n) { ++n_; }
+  ~InProgress() { --n_; }
+  InProgress(const InProgress&) = delete;
+  InProgress& operator=(const InProgress&) = delete;
+
+ private:
+  size_t& n_;
+};
+}  // namespace
+
+net::awaitable<void> Session::Run() {
+  if (spec_.proxy_protocol && !co_await ReadProxyHeader()) {
+    worker_.metrics().proxy_protocol_failures++;
+    co_return;
+  }
+  if (refusal_) {
+    co_await Refuse(*refusal_);
+    co_return;
+  }
+  if (!AdmitClient()) {
+    co_await Refuse(ErrorKind::kIpConnectionLimit);
+    co_return;
+  }
+  if (spec_.tls && !co_await Handshake()) co_return;
+
+  bool first = true;
+  bool linger = false;
+  while (!closed_) {
+    SetIdle(true);
+    if (buffer_.size() == 0) {
+      if (!worker_.accepting()) break;
+      const config::Limits& idle_limits = (*worker_.CurrentRuntime())->config->gateway.limits;
+      if (!co_await WaitForData(first ? idle_limits.header_timeout : idle_limits.idle_timeout,
+                                first))
+        break;
+    }
+    SetIdle(false);
+    first = false;
+    // The read limits of this request are those in force when its first
+    // bytes arrived; its decision is made under the runtime current when
+    // its head is complete (re-read below), however long it waited.
+    PinnedRuntime reading = worker_.CurrentRuntime();
+    const config::Limits& limits = (*reading)->config->gateway.limits;
+
+    RequestParser parser;
+    parser.header_limit(limits.max_header_bytes);
+    parser.body_limit(limits.max_body_bytes);
+    // Usually the whole request arrived with the read above: parse it from
+    // the buffer without another asynchronous round, and only wait (with the
+    // header deadline) when the head is still incomplete.
+    boost::system::error_code ec = ParseBuffered(parser, /*header_only=*/true);
+    if (!ec && !parser.is_header_done()) ec = co_await ReadHeader(parser, limits.header_timeout);
+    if (ec) {
+      if (ec == http::error::header_limit) {
+        co_await SendError(nullptr, ErrorKind::kHeadersTooLarge,
+                           "request headers exceed gateway.limits.max_header_bytes");
+        linger = true;
+      } else if (ec == http::error::body_limit) {
+        co_await SendError(nullptr, ErrorKind::kBodyTooLarge,
+                           "request body exceeds gateway.limits.max_body_bytes");
+        linger = true;
+      } else if (ec == beast::error::timeout) {
+        // Beast consumes nothing until the head is complete: buffered bytes
+        // are what tells a slow client from an idle one.
+        if (parser.got_some() || buffer_.size() != 0) {
+          worker_.metrics().header_timeouts++;
+          co_await SendError(
+              nullptr, ErrorKind::kHeaderTimeout,
+              "request headers not received within gateway.limits.header_timeout_ms");
+        }
+      } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+                 ec != http::error::end_of_stream && ec != http::error::partial_message) {
+        co_await SendError(nullptr, ErrorKind::kBadRequest,
+                           std::string("malformed request: ") + ec.message());
+        linger = true;
+      }
+      break;
+    }
+    // The head is complete: this request is decided under the runtime
+    // published last, even if a reload came while the head was arriving.
+    PinnedRuntime pinned = worker_.CurrentRuntime();
+    Request& head = parser.get();
+    // RFC 9112 §6.1: a request whose Transfer-Encoding does not end in
+    // "chunked" has no determinable length: a smuggling shape, refuse it.
+    if (head.count(http::field::transfer_encoding) != 0 && !parser.chunked()) {
+      co_await SendError(&head, ErrorKind::kBadRequest,
+                         "Transfer-Encoding other than chunked is not accepted");
+      linger = true;
+      break;
+    }
+    if (!parser.is_done()) ec = ParseBuffered(parser, /*header_only=*/false);
+    if (!ec && !parser.is_done()) ec = co_await ReadBody(parser, limits.body_timeout);
+    if (ec) {
+      if (ec == http::error::body_limit) {
+        co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
+                           "request body exceeds gateway.limits.max_body_bytes");
+        linger = true;
+      } else if (ec == beast::error::timeout) {
+        worker_.metrics().body_timeouts++;
+        co_await SendError(&parser.get(), ErrorKind::kBodyTimeout,
+                           "request body not received within gateway.limits.body_timeout_ms");
+        linger = true;
+      } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+                 ec != http::error::partial_message && ec != http::error::end_of_stream) {
+        co_await SendError(&parser.get(), ErrorKind::kBadRequest,
+                           std::string("malformed request body: ") + ec.message());
+        linger = true;
+      }
+      break;
+    }
+    stream_->lowest().expires_never();
+    Request req = parser.release();
+    worker_.metrics().bytes_in += req.body().size();
+    bool keep = false;
+    {
+      InProgress counted(worker_.requests_in_progress());
+      keep = co_await HandleRequest(*this, pinned, req);
+    }
+    if (!keep) break;
+    // The client sends its next request only once it has read this
+    // response: a read now would find nothing (Asio tries it at once) and
+    // cost a system call. While other requests keep the worker busy, let
+    // their handlers run first; by then the next request is usually there.
+    if (worker_.requests_in_progress() > 0 && buffer_.size() == 0 && !stream_->is_tls())
+      co_await net::post(stream_->get_executor(), net::use_awaitable);
+  }
+  if (closed_) co_return;
+  if (linger) {
+    co_await LingeringClose();
+    co_return;
+  }
+  if (stream_->is_tls()) {
+    stream_->lowest().expires_after(kTlsShutdownTimeout);
+    co_await stream_->tls().async_shutdown(kUseTuple);
+  } else {
+    boost::system::error_code ec;
+    stream_->lowest().socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+  }
+}
+
+}  // namespace geogate::gateway

@@ -1,0 +1,124 @@
+// One client connection: optional PROXY-protocol header, optional TLS
+// handshake, then HTTP/1.1 requests read with the limits and deadlines of
+// [gateway.limits], dispatched to the proxy or answered locally.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "proxy/growing_string_body.h"
+#include "proxy/headers.h"
+#include "proxy/idle_list.h"
+#include "proxy/openai_error.h"
+#include "proxy/stream.h"
+#include "proxy/watchdog.h"
+#include "proxy/worker.h"
+#include "routing/ip_addr.h"
+
+namespace geogate::gateway {
+
+namespace http = boost::beast::http;
+// The request body in the worker's block cache like its fields: a typical
+// chat request's body (under 512 bytes) costs no malloc. It grows with the
+// bytes that arrive instead of reserving the announced Content-Length.
+using RequestBodyText = GrowingStringBody<PooledAllocator<char>>;
+using Request = http::request<RequestBodyText, Fields>;
+using RequestParser = http::request_parser<RequestBodyText, PooledAllocator<char>>;
+
+/// Starts serving an accepted connection on the worker's io_context.
+void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec);
+/// Answers an accepted connection that a limit refuses with `why` (a 503,
+/// after the PROXY header and TLS handshake when the listener has them).
+void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec, ErrorKind why);
+
+/// Idle (waiting for its client) connections sit in the worker's IdleList.
+class Session : public IdleHook {
+ public:
+  Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
+          std::optional<ErrorKind> refusal = std::nullopt);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  net::awaitable<void> Run();
+
+  // ---- used by the worker (drain) ----------------------------------------
+  /// True while waiting for the next request on a keep-alive connection.
+  bool idle() const { return idle_; }
+  /// Closes the socket; pending operations end with operation_aborted.
+  void Close();
+  /// After a reload: a connection waiting for its next request gets the
+  /// deadline `limits` give it, counted from when it went idle.
+  void ApplyLimits(const config::Limits& limits);
+
+  // ---- used by the request handlers --------------------------------------
+  Worker& worker() { return worker_; }
+  Stream& stream() { return *stream_; }
+  /// Deadlines of the reads and writes of this connection and of the
+  /// upstream connection serving its current request.
+  Watchdog& watchdog() { return watchdog_; }
+  beast::flat_buffer& buffer() { return buffer_; }
+  const routing::IpAddr& peer() const { return peer_; }
+  const std::optional<routing::IpAddr>& proxy_source() const { return proxy_source_; }
+  bool tls() const { return spec_.tls; }
+
+  /// Writes a complete response with a string body. Adds Connection: close
+  /// when `keep_alive` is false. @return false when the write failed.
+  net::awaitable<bool> Send(http::response<http::string_body>& res, bool keep_alive);
+  /// An OpenAI-shaped error response. @return whether the connection may
+  /// be kept open.
+  net::awaitable<bool> SendError(const Request* req, ErrorKind kind, std::string_view message,
+                                 std::string_view request_id = {}, int retry_after_s = -1);
+
+ private:
+  net::awaitable<bool> ReadProxyHeader();
+  /// max_connections_per_ip: counts this connection for its client address
+  /// (the PROXY source on such a listener). @return false when it is over
+  /// the limit (nothing counted).
+  bool AdmitClient();
+  /// Answers a refused connection with a 503 and closes it.
+  net::awaitable<void> Refuse(ErrorKind why);
+  /// Enters or leaves the worker's idle list.
+  void SetIdle(bool idle);
+  net::awaitable<bool> Handshake();
+  net::awaitable<bool> WaitForData(health::Millis timeout, bool first);
+  /// Feeds buffered bytes to the parser (stopping after the head when
+  /// `header_only`); never reads. need_more is not an error.
+  boost::system::error_code ParseBuffered(RequestParser& parser, bool header_only);
+  /// Reads until the head is complete, under the header deadline.
+  net::awaitable<boost::system::error_code> ReadHeader(RequestParser& parser,
+                                                       health::Millis header_timeout);
+  /// Reads the rest of the body (answering Expect: 100-continue first),
+  /// under the body deadline; beast::error::timeout when it passed.
+  net::awaitable<boost::system::error_code> ReadBody(RequestParser& parser,
+                                                     health::Millis body_timeout);
+  net::awaitable<void> LingeringClose();
+
+  Worker& worker_;
+  ListenerSpec spec_;
+  routing::IpAddr peer_;
+  std::optional<routing::IpAddr> proxy_source_;
+  std::optional<Stream> stream_;
+  SslContextPtr tls_context_;  // keeps the context alive for this connection
+  beast::flat_buffer buffer_;
+  Watchdog watchdog_;
+  bool idle_ = true;
+  bool closed_ = false;
+  // While WaitForData waits: since when, and whether for a first request
+  // (header_timeout) or a next one (idle_timeout).
+  bool waiting_ = false;
+  bool waiting_first_ = false;
+  WatchdogClock::time_point waiting_since_{};
+  std::optional<ErrorKind> refusal_;  // set: answer 503 and close
+  routing::IpAddr client_ip_;         // counted in ConnectionsPerIp when counted_ip_
+  bool counted_ip_ = false;
+};
+
+}  // namespace geogate::gateway

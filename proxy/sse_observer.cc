@@ -1,0 +1,187 @@
+#include "proxy/sse_observer.h"
+
+#include "proxy/json_members.h"
+#include "proxy/sse_scan.h"
+
+namespace geogate::gateway {
+
+namespace {
+
+// The payload of the event's data lines (joined with '\n' per the SSE spec).
+std::string_view DataOf(std::string_view event, std::string& scratch) {
+  scratch.clear();
+  size_t lines = 0;
+  std::string_view single;
+  while (!event.empty()) {
+    size_t nl = event.find('\n');
+    std::string_view line = event.substr(0, nl);
+    event.remove_prefix(nl == std::string_view::npos ? event.size() : nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.starts_with("data:")) continue;
+    line.remove_prefix(5);
+    if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    if (lines == 0) {
+      single = line;
+    } else {
+      if (lines == 1) scratch.assign(single);
+      scratch += '\n';
+      scratch += line;
+    }
+    ++lines;
+  }
+  return lines > 1 ? std::string_view(scratch) : single;
+}
+
+}  // namespace
+
+void SseObserver::ParseUsage(std::string_view text) {
+  // Only usage.prompt_tokens and usage.completion_tokens are read, with no
+  // document of the answer built; an invalid text counts nothing.
+  static constexpr JsonMemberPath kUsage[] = {
+      {"usage", "prompt_tokens"}, {"usage", "completion_tokens"}, {"", "usage"}};
+  int64_t found[2] = {-1, -1};
+  boost::system::error_code ec;
+  JsonTopLevel top = ReadJsonMembers(
+      text, kUsage,
+      [&](size_t i, const JsonMemberValue& v) {
+        if (i == 2) {  // a repeated usage member replaces the earlier one
+          found[0] = found[1] = -1;
+          return;
+        }
+        if (v.kind == JsonMemberValue::Kind::kInt64)
+          found[i] = v.int64;
+        else if (v.kind == JsonMemberValue::Kind::kUint64)
+          found[i] = static_cast<int64_t>(v.uint64);
+        else
+          found[i] = -1;
+      },
+      ec);
+  if (top != JsonTopLevel::kObject) return;
+  int64_t p = found[0], c = found[1];
+  if (p >= 0) prompt_tokens_ = p;
+  if (c >= 0) completion_tokens_ = c;
+  usage_seen_ = usage_seen_ || p >= 0 || c >= 0;
+}
+
+bool SseObserver::OnEvent(std::string_view event, Clock::time_point now) {
+  std::string scratch;
+  std::string_view data = DataOf(event, scratch);
+  if (data.empty() || data == "[DONE]") return true;
+  SseEventKeys keys = FindSseEventKeys(data);
+  bool usage_only = false;
+  if (keys.usage) {
+    bool before = usage_seen_;
+    ParseUsage(data);
+    // The usage-only chunk has an empty choices array.
+    usage_only = usage_seen_ && !before && keys.empty_choices;
+  }
+  if (!usage_only && keys.content) {
+    ++content_events_;
+    if (last_event_ != Clock::time_point{}) {
+      if (gaps_.empty()) gaps_.reserve(64);  // one 512-byte block
+      gaps_.push_back(std::chrono::duration<double>(now - last_event_).count());
+    }
+    last_event_ = now;
+  }
+  return !(usage_only && strip_usage_);
+}
+
+size_t SseObserver::ScanEvents(std::string_view buf, Clock::time_point now) {
+  size_t pos = 0;
+  for (;;) {
+    size_t end = SseEventEnd(buf, pos);
+    if (end == std::string_view::npos) return pos;
+    OnEvent(buf.substr(pos, end - pos), now);
+    pos = end;
+  }
+}
+
+std::string_view SseObserver::Filter(std::string_view data, Clock::time_point now) {
+  if (!sse_) {
+    if (!json_overflow_) {
+      if (json_body_.size() + data.size() > kMaxJsonBody) {
+        json_overflow_ = true;
+        json_body_.clear();
+      } else {
+        json_body_.append(data);
+      }
+    }
+    return data;
+  }
+  if (!strip_usage_) {
+    // Pass-through: send `data` untouched; scan a copy of any unfinished
+    // event joined with the new bytes.
+    if (tail_.empty()) {
+      size_t done = ScanEvents(data, now);
+      if (done < data.size() && data.size() - done <= kMaxHeldBytes)
+        tail_.assign(data.substr(done));
+    } else {
+      tail_.append(data);
+      size_t done = ScanEvents(tail_, now);
+      tail_.erase(0, done);
+      if (tail_.size() > kMaxHeldBytes) tail_.clear();
+    }
+    return data;
+  }
+  // Stripping: complete events go out (minus the usage-only one); an
+  // unfinished event waits for its end. Until an event is dropped (once per
+  // stream) what goes out is a prefix of the bytes scanned, sent from where
+  // they are; only then are the kept events copied.
+  std::string_view buf = data;
+  if (!tail_.empty()) {
+    tail_.append(data);
+    buf = tail_;
+  }
+  bool copying = false;
+  size_t done = 0;
+  for (;;) {
+    size_t end = SseEventEnd(buf, done);
+    if (end == std::string_view::npos) break;
+    std::string_view event = buf.substr(done, end - done);
+    bool keep = OnEvent(event, now);
+    if (!keep && !copying) {
+      out_.assign(buf.substr(0, done));
+      copying = true;
+    } else if (keep && copying) {
+      out_.append(event);
+    }
+    done = end;
+  }
+  std::string_view result = copying ? std::string_view(out_) : buf.substr(0, done);
+  if (buf.data() == tail_.data()) {
+    if (!copying) {  // tail_ changes below: keep what goes out
+      out_.assign(result);
+      result = out_;
+    }
+    tail_.erase(0, done);
+  } else {
+    tail_.assign(buf.substr(done));
+  }
+  if (tail_.size() > kMaxHeldBytes) {  // not SSE after all: stop holding
+    if (result.data() != out_.data()) out_.assign(result);
+    out_.append(tail_);
+    tail_.clear();
+    strip_usage_ = false;
+    result = out_;
+  }
+  return result;
+}
+
+std::string_view SseObserver::Finish() {
+  if (!sse_) {
+    if (!json_overflow_ && !json_body_.empty()) ParseUsage(json_body_);
+    json_body_.clear();
+    return {};
+  }
+  out_.clear();
+  if (strip_usage_ && !tail_.empty()) {
+    out_.swap(tail_);
+    // A final event without its blank line still counts (and may be the
+    // usage-only chunk to drop).
+    if (!OnEvent(out_, Clock::now())) out_.clear();
+  }
+  tail_.clear();
+  return out_;
+}
+
+}  // namespace geogate::gateway

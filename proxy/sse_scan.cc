@@ -1,0 +1,77 @@
+#include "proxy/sse_scan.h"
+
+#include <bit>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace geogate::gateway {
+
+namespace {
+
+void KeyAt(std::string_view rest, SseEventKeys& k) {
+  // `rest` starts just after a quote.
+  if (rest.empty()) return;
+  switch (rest.front()) {
+    case 'u':
+      k.usage = k.usage || rest.starts_with("usage\"");
+      break;
+    case 'c':
+      k.content = k.content || rest.starts_with("content\"");
+      k.empty_choices = k.empty_choices || rest.starts_with("choices\":[]");
+      break;
+    case 't':
+      k.content = k.content || rest.starts_with("text\"");
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+size_t SseEventEnd(std::string_view buf, size_t pos) {
+  const char* p = buf.data();
+  size_t n = buf.size();
+  while (pos + 1 < n) {
+    // A '\n' with at least one byte after it.
+    const void* nl = std::memchr(p + pos, '\n', n - 1 - pos);
+    if (nl == nullptr) break;
+    size_t i = static_cast<size_t>(static_cast<const char*>(nl) - p);
+    if (p[i + 1] == '\n') return i + 2;
+    if (p[i + 1] == '\r' && i + 2 < n && p[i + 2] == '\n') return i + 3;
+    pos = i + 1;
+  }
+  return std::string_view::npos;
+}
+
+SseEventKeys FindSseEventKeys(std::string_view data) {
+  SseEventKeys k;
+  const char* p = data.data();
+  size_t n = data.size();
+  size_t i = 0;
+  auto key_at = [&](size_t quote) { KeyAt(std::string_view(p + quote + 1, n - quote - 1), k); };
+#if defined(__SSE2__)
+  // Sixteen bytes at a time, looking only at quotes followed by one of the
+  // keys' first letters (about one quote in five in a chat chunk).
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i u = _mm_set1_epi8('u'), c = _mm_set1_epi8('c'), t = _mm_set1_epi8('t');
+  for (; i + 17 <= n; i += 16) {
+    __m128i here = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    __m128i next = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 1));
+    __m128i letter = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(next, u), _mm_cmpeq_epi8(next, c)),
+                                  _mm_cmpeq_epi8(next, t));
+    auto m = static_cast<unsigned>(
+        _mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(here, quote), letter)));
+    for (; m != 0; m &= m - 1)
+      key_at(i + static_cast<size_t>(std::countr_zero(m)));
+  }
+#endif
+  for (; i < n; ++i)
+    if (p[i] == '"') key_at(i);
+  return k;
+}
+
+}  // namespace geogate::gateway

@@ -1,0 +1,189 @@
+#include "proxy/upstream_pool.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/error.hpp>
+
+#include "absl/strings/string_view.h"
+
+namespace geogate::gateway {
+
+using health::FailureReason;
+using net::ip::tcp;
+
+namespace {
+
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr auto kDnsTtl = std::chrono::seconds(30);
+
+// A pooled connection is reusable when reading from it would block: no EOF
+// from the backend and no unsolicited bytes.
+constexpr health::Millis kCheckIdleAfter{1000};
+
+bool LooksAlive(UpstreamConn& c) {
+  int fd = c.stream.lowest().socket().native_handle();
+  char byte;
+  ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+}  // namespace
+
+FailureReason ClassifyConnectError(const boost::system::error_code& ec) {
+  if (ec == beast::error::timeout) return FailureReason::kConnectTimeout;
+  if (ec.category() == net::error::get_ssl_category() || ec == net::ssl::error::stream_truncated)
+    return FailureReason::kTlsError;
+  // Refused, unreachable host or network: nothing is listening there now,
+  // which is as definitive as a refusal.
+  if (ec == net::error::connection_refused || ec == net::error::host_unreachable ||
+      ec == net::error::network_unreachable || ec == net::error::connection_reset)
+    return FailureReason::kConnectRefused;
+  return FailureReason::kConnectTimeout;
+}
+
+UpstreamPool::~UpstreamPool() {
+  Clear();
+}
+
+UpstreamConnPtr UpstreamPool::TakeIdle(const config::Backend& backend, health::MonotonicTime now,
+                                       health::Millis idle_timeout) {
+  key_scratch_.clear();
+  backend.AppendStateKey(key_scratch_);
+  return TakeIdle(std::string_view(key_scratch_), now, idle_timeout);
+}
+
+UpstreamConnPtr UpstreamPool::TakeIdle(std::string_view key, health::MonotonicTime now,
+                                       health::Millis idle_timeout) {
+  // absl::string_view: this abseil build does not alias std::string_view.
+  auto it = idle_.find(absl::string_view(key.data(), key.size()));
+  if (it == idle_.end()) return nullptr;
+  auto& list = it->second;
+  while (!list.empty()) {
+    UpstreamConnPtr c = std::move(list.back());
+    list.pop_back();
+    health::Millis idle = std::chrono::duration_cast<health::Millis>(now - c->idle_since);
+    if (idle > idle_timeout) continue;  // closed on drop
+    // A connection idle for a moment is used without a liveness syscall:
+    // backends close idle connections after seconds, not milliseconds, and
+    // a reused connection found closed is retried on a fresh one anyway
+    // (ProxyCall::Attempt, IsStaleConnectionError).
+    if (idle >= kCheckIdleAfter && !LooksAlive(*c)) continue;
+    return c;
+  }
+  return nullptr;
+}
+
+void UpstreamPool::Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle) {
+  if (!conn || max_idle == 0) return;
+  // Bytes the backend sent past the end of its response answer nothing the
+  // gateway asked, and would be parsed as the answer to the next request
+  // on the connection: such a connection is closed, not kept.
+  if (conn->buffer.size() != 0) return;
+  conn->idle_since = now;
+  auto& list = idle_[conn->key];
+  if (list.size() >= max_idle) list.erase(list.begin());  // drop the oldest
+  list.push_back(std::move(conn));
+}
+
+void UpstreamPool::Sweep(health::MonotonicTime now, health::Millis idle_timeout) {
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    auto& list = it->second;
+    std::erase_if(list,
+                  [&](const UpstreamConnPtr& c) { return now - c->idle_since > idle_timeout; });
+    if (list.empty())
+      idle_.erase(it++);
+    else
+      ++it;
+  }
+}
+
+void UpstreamPool::Clear() {
+  idle_.clear();
+}
+
+size_t UpstreamPool::idle_count() const {
+  size_t n = 0;
+  for (const auto& [k, v] : idle_)
+    n += v.size();
+  return n;
+}
+
+net::awaitable<std::vector<tcp::endpoint>> UpstreamPool::Resolve(const config::Backend& backend,
+                                                                 boost::system::error_code& ec) {
+  boost::system::error_code parse_ec;
+  auto addr = net::ip::make_address(backend.host, parse_ec);
+  if (!parse_ec) co_return std::vector<tcp::endpoint>{tcp::endpoint(addr, backend.port)};
+  auto now = std::chrono::steady_clock::now();
+  std::string key = backend.host + ":" + std::to_string(backend.port);
+  if (auto it = dns_.find(key); it != dns_.end() && now - it->second.at < kDnsTtl)
+    co_return it->second.endpoints;
+  tcp::resolver resolver(ioc_);
+  auto [rec, results] =
+      co_await resolver.async_resolve(backend.host, std::to_string(backend.port), kUseTuple);
+  if (rec) {
+    ec = rec;
+    co_return std::vector<tcp::endpoint>{};
+  }
+  std::vector<tcp::endpoint> eps;
+  for (const auto& r : results)
+    eps.push_back(r.endpoint());
+  dns_[key] = Resolved{eps, now};
+  co_return eps;
+}
+
+net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backend,
+                                                    const SslContextPtr& tls,
+                                                    health::Millis timeout) {
+  ConnectResult result;
+  boost::system::error_code ec;
+  std::vector<tcp::endpoint> endpoints = co_await Resolve(backend, ec);
+  if (ec || endpoints.empty()) {
+    result.failure = FailureReason::kConnectRefused;
+    result.error = "cannot resolve " + backend.host + ": " + ec.message();
+    co_return result;
+  }
+  beast::tcp_stream tcp_stream(ioc_);
+  tcp_stream.expires_after(timeout);
+  auto [cec, ep] = co_await tcp_stream.async_connect(endpoints, kUseTuple);
+  if (cec) {
+    result.failure = ClassifyConnectError(cec);
+    result.error =
+        "connect to " + backend.host + ":" + std::to_string(backend.port) + ": " + cec.message();
+    co_return result;
+  }
+  tcp_stream.socket().set_option(tcp::no_delay(true), ec);
+  if (!backend.tls) {
+    tcp_stream.expires_never();
+    result.conn = std::make_unique<UpstreamConn>(Stream(std::move(tcp_stream)));
+    result.conn->key = backend.state_key();
+    co_return result;
+  }
+  auto conn = std::make_unique<UpstreamConn>(Stream(std::move(tcp_stream), *tls));
+  conn->key = backend.state_key();
+  auto& ssl_stream = conn->stream.tls();
+  boost::system::error_code addr_ec;
+  net::ip::make_address(backend.host, addr_ec);
+  if (addr_ec)  // SNI only for names, never for IP literals (RFC 6066 §3)
+    SSL_set_tlsext_host_name(ssl_stream.native_handle(), backend.host.c_str());
+  if (backend.tls_verify)
+    ssl_stream.set_verify_callback(net::ssl::host_name_verification(backend.host));
+  auto [hec] = co_await ssl_stream.async_handshake(net::ssl::stream_base::client, kUseTuple);
+  if (hec) {
+    result.failure =
+        hec == beast::error::timeout ? FailureReason::kConnectTimeout : FailureReason::kTlsError;
+    result.error = "TLS handshake with " + backend.host + ": " + hec.message();
+    co_return result;
+  }
+  conn->stream.lowest().expires_never();
+  result.conn = std::move(conn);
+  co_return result;
+}
+
+}  // namespace geogate::gateway

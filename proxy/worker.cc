@@ -1,0 +1,197 @@
+#include "proxy/worker.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <random>
+
+#include "absl/container/inlined_vector.h"
+#include "common/log.h"
+#include "proxy/connection_limits.h"
+#include "proxy/session.h"
+
+namespace geogate::gateway {
+
+namespace {
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
+// Refused connections are answered 503 while at most this many are being
+// answered on a worker; beyond it (a flood) they are closed at once, so
+// refusing cannot cost more descriptors than this.
+constexpr size_t kMaxRefusalsInFlight = 64;
+}  // namespace
+
+Worker::Worker(size_t id, ServerShared& shared)
+    : id_(id),
+      shared_(shared),
+      runtime_(shared.runtime),
+      log_(shared.access_log),
+      rng_state_(std::random_device{}()) {}
+
+Worker::~Worker() {
+  Stop();
+  // Teardown order matters: everything bound to the io_context goes first,
+  // then the io_context (destroying pending session frames, whose
+  // destructors unregister from sessions_), then the rest of the members.
+  acceptors_.clear();
+  housekeeping_.reset();
+  bulk_.Clear();  // relays that never ran: their coroutines end here
+  pool_.Clear();
+  ioc_.reset();
+}
+
+uint64_t Worker::Random() {
+  // splitmix64: fast, good enough for spreading load, per worker (no sharing).
+  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void Worker::AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec) {
+  acceptors_.emplace_back(std::move(acceptor), spec);
+}
+
+void Worker::Start(RuntimeConstPtr runtime) {
+  if (runtime_.Adopt(std::move(runtime))) Adopted();
+  for (size_t i = 0; i < acceptors_.size(); ++i)
+    net::co_spawn(*ioc_, AcceptLoop(i), net::detached);
+  ScheduleHousekeeping();
+  thread_ = std::thread([this] {
+    for (;;) {
+      try {
+        ioc_->run();
+        break;
+      } catch (const std::exception& e) {
+        // A bug escaped a handler: log it and keep serving the others.
+        LogError("worker", std::string("unhandled exception: ") + e.what());
+      }
+    }
+  });
+}
+
+void Worker::Adopted() {
+  bulk_.set_batch((*runtime_.held())->config->gateway.upstream.relay_batch);
+}
+
+const PinnedRuntime& Worker::CurrentRuntime() {
+  if (runtime_.Refresh()) Adopted();
+  return runtime_.held();
+}
+
+void Worker::Publish(RuntimeConstPtr runtime) {
+  net::post(*ioc_, [this, rt = std::move(runtime)]() mutable {
+    if (runtime_.Adopt(std::move(rt))) Adopted();
+    // Connections waiting for their next request count their idle time
+    // under the limits in force now, not those of when they went idle.
+    const config::Limits& limits = (*runtime_.held())->config->gateway.limits;
+    for (Session* s : sessions_)
+      s->ApplyLimits(limits);
+  });
+}
+
+void Worker::StopAccepting() {
+  net::post(*ioc_, [this] {
+    accepting_ = false;
+    boost::system::error_code ec;
+    for (auto& [acceptor, spec] : acceptors_)
+      acceptor.close(ec);
+    // Idle keep-alive connections close now; busy ones after their response.
+    std::vector<Session*> idle;
+    for (Session* s : sessions_)
+      if (s->idle()) idle.push_back(s);
+    for (Session* s : idle)
+      s->Close();
+  });
+}
+
+void Worker::CloseAll() {
+  net::post(*ioc_, [this] {
+    std::vector<Session*> all(sessions_.begin(), sessions_.end());
+    for (Session* s : all)
+      s->Close();
+  });
+}
+
+void Worker::CloseOldestIdle() {
+  IdleHook* oldest = idle_sessions_.Oldest();
+  if (oldest == nullptr) return;  // it went busy since the decision
+  metrics_.connections_evicted++;
+  static_cast<Session*>(oldest)->Close();
+}
+
+void Worker::PostCloseOldestIdle() {
+  net::post(*ioc_, [this] { CloseOldestIdle(); });
+}
+
+void Worker::Stop() {
+  if (!thread_.joinable()) return;
+  net::post(*ioc_, [this] {
+    log_.Flush();
+    pool_.Clear();
+    ioc_->stop();
+  });
+  thread_.join();
+}
+
+void Worker::ScheduleHousekeeping() {
+  housekeeping_->expires_after(kHousekeepingInterval);
+  housekeeping_->async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    log_.Flush();
+    const Runtime& rt = **runtime_.held();
+    pool_.Sweep(std::chrono::steady_clock::now(), rt.config->gateway.upstream.pool_idle_timeout);
+    ScheduleHousekeeping();
+  });
+}
+
+net::awaitable<void> Worker::AcceptLoop(size_t index) {
+  auto& [acceptor, spec] = acceptors_[index];
+  net::steady_timer backoff(*ioc_);
+  while (acceptor.is_open()) {
+    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) break;
+      // Out of file descriptors or similar: back off briefly, keep serving.
+      LogWarn("accept", ec.message());
+      backoff.expires_after(std::chrono::milliseconds(10));
+      co_await backoff.async_wait(kUseTuple);
+      continue;
+    }
+    const auto& limits = (*runtime_.held())->config->gateway.limits;
+    Admission admit;
+    const int64_t open = shared_.open_connections.load(std::memory_order_relaxed);
+    // Below the limit (nearly every accept) nothing else is read: the other
+    // workers' idle-list lines are touched only when someone must make room.
+    if (limits.max_connections != 0 && open >= static_cast<int64_t>(limits.max_connections)) {
+      absl::InlinedVector<int64_t, 16> oldest;
+      for (const Worker* w : shared_.workers)
+        oldest.push_back(w->oldest_idle_ns());
+      if (shared_.workers.empty()) oldest.push_back(oldest_idle_ns());
+      admit = Admit(open, limits.max_connections, oldest, shared_.workers.empty() ? 0 : id_);
+    }
+    switch (admit.kind) {
+      case Admission::Kind::kAdmit:
+        break;
+      case Admission::Kind::kEvictIdle:
+        // The new connection is admitted now; the one it replaces closes in
+        // a moment (on its own worker's thread when it lives elsewhere).
+        if (shared_.workers.empty() || admit.worker == id_)
+          CloseOldestIdle();
+        else
+          shared_.workers[admit.worker]->PostCloseOldestIdle();
+        break;
+      case Admission::Kind::kRefuse:
+        metrics_.connections_rejected++;
+        if (refusals_in_flight_ >= kMaxRefusalsInFlight) continue;  // closes the socket
+        SpawnRefusal(*this, std::move(socket), spec, ErrorKind::kConnectionLimit);
+        continue;
+    }
+    SpawnSession(*this, std::move(socket), spec);
+  }
+}
+
+}  // namespace geogate::gateway

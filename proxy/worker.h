@@ -1,0 +1,136 @@
+// One worker = one thread running its own io_context, with its own
+// SO_REUSEPORT acceptor per listener, its own upstream pool, metrics and
+// access-log buffer. Nothing on the request path is shared with other
+// workers except the atomics in BackendState and ServerShared.
+#pragma once
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "absl/container/flat_hash_set.h"
+#include "accounting/showback_ledger.h"
+#include "common/buffer_pool.h"
+#include "common/bulk_queue.h"
+#include "observability/access_log.h"
+#include "proxy/idle_list.h"
+#include "proxy/runtime.h"
+#include "proxy/server_shared.h"
+#include "proxy/upstream_pool.h"
+#include "proxy/worker_metrics.h"
+
+namespace geogate::gateway {
+
+class Session;
+
+struct ListenerSpec {
+  size_t index = 0;  // into the listener set the process started with
+  bool tls = false;
+  bool proxy_protocol = false;
+};
+
+/// Bytes read from a backend per relay step (and the most sent per write).
+inline constexpr size_t kRelayBufferBytes = 16 * 1024;
+/// Idle relay buffers a worker keeps (4 MiB).
+inline constexpr size_t kRelayBuffersKept = 256;
+
+class Worker {
+ public:
+  Worker(size_t id, ServerShared& shared);
+  ~Worker();
+
+  size_t id() const { return id_; }
+  net::io_context& ioc() { return *ioc_; }
+  ServerShared& shared() { return shared_; }
+
+  /// Binds an SO_REUSEPORT acceptor (called on the main thread before Start).
+  void AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec);
+  void Start(RuntimeConstPtr runtime);
+  /// Thread-safe: tells the worker that `runtime` was published (the server
+  /// has already stored it in ServerShared, where requests find it). The
+  /// worker adopts it if it has not yet, and re-arms the deadlines of its
+  /// idle connections with the new limits.
+  void Publish(RuntimeConstPtr runtime);
+  /// Thread-safe: stop accepting; close idle keep-alive connections; busy
+  /// ones close after their current response.
+  void StopAccepting();
+  /// Thread-safe: close every connection now (drain timeout reached).
+  void CloseAll();
+  /// Thread-safe: stop the loop (after drain) and join the thread.
+  void Stop();
+
+  // ---- worker thread only -------------------------------------------------
+  /// The runtime this worker adopted last: for limits and housekeeping.
+  const PinnedRuntime& runtime() const { return runtime_.held(); }
+  /// The runtime published last, adopted first if this worker has not yet
+  /// (one atomic load when nothing changed). What a request is decided
+  /// under: a reload applies to every head completed after it.
+  const PinnedRuntime& CurrentRuntime();
+  UpstreamPool& pool() { return pool_; }
+  WorkerMetrics& metrics() { return metrics_; }
+  AccessLogBuffer& access_log() { return log_; }
+  /// 16 KiB relay buffers for proxied responses, recycled.
+  BufferPool& relay_buffers() { return relay_buffers_; }
+  /// Where relays of flowing streams run: after new requests' steps.
+  BulkQueue& bulk() { return bulk_; }
+  /// Showback buckets of this worker; the server collects closed minutes.
+  ShowbackLedger& showback_ledger() { return ledger_; }
+  void Register(Session* s) { sessions_.insert(s); }
+  /// Requests of this worker between their head and their last byte.
+  size_t& requests_in_progress() { return requests_in_progress_; }
+  void Unregister(Session* s) { sessions_.erase(s); }
+  /// Connections waiting for their client, oldest first (max_connections).
+  IdleList& idle_sessions() { return idle_sessions_; }
+  /// Closes the connection idle longest (counted as evicted), if any.
+  void CloseOldestIdle();
+  /// Connections being answered 503 by a limit, bounded per worker.
+  size_t& refusals_in_flight() { return refusals_in_flight_; }
+
+  // ---- any thread ---------------------------------------------------------
+  /// When this worker's longest-idle connection went idle, or kNoIdle.
+  int64_t oldest_idle_ns() const { return idle_sessions_.oldest_since_ns(); }
+  /// CloseOldestIdle on this worker's thread.
+  void PostCloseOldestIdle();
+  bool accepting() const { return accepting_; }
+  /// A cheap per-worker random number (selection, jitter).
+  uint64_t Random();
+
+ private:
+  net::awaitable<void> AcceptLoop(size_t acceptor_index);
+  /// What follows adopting a runtime on this worker.
+  void Adopted();
+  void ScheduleHousekeeping();
+
+  size_t id_;
+  ServerShared& shared_;
+  // Owned through a pointer so the destructor can destroy it (and with it the
+  // coroutine frames of sessions still pending at exit) while the members
+  // those frames touch on their way out (sessions_, metrics_) still exist.
+  // Every socket and timer of a worker is used on its thread only (listeners
+  // are bound before the thread starts; other threads only post), so the
+  // reactor's per-descriptor locks are dropped. Posting stays locked.
+  std::unique_ptr<net::io_context> ioc_ =
+      std::make_unique<net::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO);
+  std::thread thread_;
+  std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
+  LocalRuntime runtime_;
+  UpstreamPool pool_{*ioc_};
+  BulkQueue bulk_{*ioc_, config::Upstream{}.relay_batch};  // Start sets the configured one
+  WorkerMetrics metrics_;
+  AccessLogBuffer log_;
+  BufferPool relay_buffers_{kRelayBufferBytes, kRelayBuffersKept};
+  ShowbackLedger ledger_;
+  absl::flat_hash_set<Session*> sessions_;
+  IdleList idle_sessions_;
+  size_t refusals_in_flight_ = 0;
+  std::unique_ptr<net::steady_timer> housekeeping_ = std::make_unique<net::steady_timer>(*ioc_);
+  bool accepting_ = true;
+  size_t requests_in_progress_ = 0;
+  uint64_t rng_state_;
+};
+
+}  // namespace geogate::gateway

@@ -1,0 +1,123 @@
+// The process: loads the runtime, starts the workers, the health thread and
+// the admin listener, and owns the lifecycle: SIGHUP reload (a new snapshot
+// published atomically; requests in flight keep theirs), SIGTERM drain
+// (/readyz 503 at once, listeners open for drain_delay_ms, streams finish up
+// to drain_timeout_ms, exit 0; a second SIGTERM exits at once).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "absl/status/statusor.h"
+#include "accounting/budget_tracker.h"
+#include "accounting/capacity_utilization.h"
+#include "accounting/showback_store.h"
+#include "config/snapshot.h"
+#include "health/health_service.h"
+#include "health/health_table.h"
+#include "health/retry_budget.h"
+#include "observability/access_log.h"
+#include "proxy/connection_limits.h"
+#include "proxy/runtime.h"
+#include "proxy/server_shared.h"
+#include "proxy/tenant_limits.h"
+#include "proxy/worker.h"
+#include "server/heap_trim.h"
+
+namespace geogate::gateway {
+
+class AdminServer;
+
+struct ReloadOutcome {
+  bool ok = false;
+  std::vector<std::string> errors;    // file:line:col: message
+  std::vector<std::string> warnings;  // including restart-only changes
+  uint64_t generation = 0;
+  std::string backend_changes;  // "1 added (x), 2 unchanged"
+};
+
+class Server {
+ public:
+  Server(std::string config_path, config::SnapshotConstPtr initial);
+  ~Server();
+
+  /// Runs until drained. @return the process exit code.
+  int Run();
+
+  // ---- admin API (main thread) --------------------------------------------
+  bool Ready() const;
+  bool draining() const { return shared_.draining.load(); }
+  net::awaitable<std::string> MetricsText();
+  std::string BackendsJson() const;
+  std::string ConfigJson() const;
+  std::string GeoJson() const;
+  /// /admin/showback?from=&to=&group_by=&format=json|csv. @return status,
+  /// content type and body.
+  net::awaitable<std::tuple<unsigned, std::string, std::string>> ShowbackQuery(std::string query);
+  std::string CapacityJson() const;
+  ReloadOutcome Reload(std::string_view trigger);
+  void BeginDrain(std::string_view trigger);
+  const RuntimeConstPtr& runtime() const { return current_; }
+
+ private:
+  absl::StatusOr<RuntimeConstPtr> BuildRuntime(const config::SnapshotConstPtr& snap,
+                                               const Runtime* previous, bool reopen_geo);
+  /// Fails when another process already listens on a configured listener
+  /// address; holds a per-address lock against one starting concurrently.
+  absl::Status ClaimListenAddresses();
+  absl::Status StartListeners();
+  void Publish(RuntimeConstPtr rt);
+  void OnSignal(int signo);
+  void ArmSignals();
+  void DrainTick();
+  void Finish();
+  void ScheduleTick();
+  net::awaitable<void> Tick();
+  net::awaitable<std::vector<ShowbackBucket>> CollectLedgers(bool all, int64_t now_ms);
+
+  std::string config_path_;
+  net::io_context main_ioc_{1};
+  net::signal_set signals_{main_ioc_};
+  net::steady_timer drain_timer_{main_ioc_};
+  ServerShared shared_;
+  health::HealthTable health_table_;
+  std::unique_ptr<health::HealthService> health_;
+  std::unique_ptr<health::RetryBudget> retry_budget_;
+  TenantLimits tenant_limits_;
+  ConnectionsPerIp connections_per_ip_;
+  HeapTrimPolicy heap_trim_;
+  BudgetTracker budgets_;
+  ShowbackStore showback_;
+  UtilizationTracker utilization_;
+  net::steady_timer tick_timer_{main_ioc_};
+  std::unique_ptr<AccessLog> access_log_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<AdminServer> admin_;
+  RuntimeConstPtr current_;
+  config::SnapshotConstPtr started_with_;        // listeners/admin/workers as running
+  std::vector<std::string> listener_addresses_;  // bound "host:port", by listener index
+  std::vector<int> listen_locks_;                // see ClaimListenAddresses
+  bool listeners_up_ = false;
+  std::chrono::steady_clock::time_point drain_started_{};
+  bool listeners_closed_ = false;
+  bool forced_exit_ = false;
+  int exit_code_ = 0;
+
+  std::atomic<uint64_t> reloads_ok_{0};
+  std::atomic<uint64_t> reloads_failed_{0};
+  std::atomic<int64_t> last_reload_ok_unix_{0};
+  std::atomic<int64_t> last_reload_failed_unix_{0};
+  int termination_signals_ = 0;
+  uint64_t generation_ = 0;
+  uint64_t geo_reload_failures_ = 0;
+};
+
+}  // namespace geogate::gateway

@@ -1,0 +1,106 @@
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "proxy/sse_scan.h"
+
+using geogate::gateway::FindSseEventKeys;
+using geogate::gateway::SseEventEnd;
+using geogate::gateway::SseEventKeys;
+
+namespace {
+
+// What the scans replace, byte by byte and with std::string_view::find.
+size_t EventEndByBytes(std::string_view buf, size_t pos) {
+  for (size_t i = pos; i + 1 < buf.size(); ++i) {
+    if (buf[i] != '\n') continue;
+    if (buf[i + 1] == '\n') return i + 2;
+    if (buf[i + 1] == '\r' && i + 2 < buf.size() && buf[i + 2] == '\n') return i + 3;
+  }
+  return std::string_view::npos;
+}
+
+SseEventKeys KeysByFind(std::string_view d) {
+  auto has = [&](std::string_view s) { return d.find(s) != std::string_view::npos; };
+  SseEventKeys k;
+  k.usage = has("\"usage\"");
+  k.content = has("\"content\"") || has("\"text\"");
+  k.empty_choices = has("\"choices\":[]");
+  return k;
+}
+
+// Random texts made of the pieces the scans look for, cut anywhere, so
+// matches fall at every offset within and across eight-byte words and at
+// both ends.
+std::string RandomText(std::mt19937& rng) {
+  static const char* kPieces[] = {"\"",
+                                  "\"usage\"",
+                                  "\"usage",
+                                  "usage\"",
+                                  "\"content\"",
+                                  "\"conten",
+                                  "\"text\"",
+                                  "\"tex",
+                                  "\"choices\":[]",
+                                  "\"choices\":[",
+                                  "\"choices\":[{",
+                                  "\n",
+                                  "\r\n",
+                                  "\n\n",
+                                  "\r",
+                                  "data: ",
+                                  "x",
+                                  "{\"id\":1}",
+                                  "\"u\"",
+                                  "\"c\"",
+                                  "\"t\"",
+                                  "\xff\x22\x80"};
+  std::uniform_int_distribution<size_t> count(0, 12), pick(0, std::size(kPieces) - 1);
+  std::string s;
+  for (size_t n = count(rng); n > 0; --n)
+    s += kPieces[pick(rng)];
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("SSE event end: the same as a byte-by-byte search", "[sse]") {
+  CHECK(SseEventEnd("data: a\n\n", 0) == 9);
+  CHECK(SseEventEnd("data: a\r\n\r\nb", 0) == 11);
+  CHECK(SseEventEnd("data: a\n", 0) == std::string_view::npos);
+  CHECK(SseEventEnd("data: a\n\r", 0) == std::string_view::npos);
+  CHECK(SseEventEnd("", 0) == std::string_view::npos);
+  CHECK(SseEventEnd("\n\n", 2) == std::string_view::npos);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    std::string s = RandomText(rng);
+    for (size_t pos = 0; pos <= s.size(); ++pos) {
+      INFO("text: " << s << " pos " << pos);
+      REQUIRE(SseEventEnd(s, pos) == EventEndByBytes(s, pos));
+    }
+  }
+}
+
+TEST_CASE("SSE event keys: the same as searching for each text", "[sse]") {
+  auto same = [](std::string_view d) {
+    SseEventKeys a = FindSseEventKeys(d), b = KeysByFind(d);
+    INFO("data: " << d);
+    REQUIRE(a.usage == b.usage);
+    REQUIRE(a.content == b.content);
+    REQUIRE(a.empty_choices == b.empty_choices);
+  };
+  SseEventKeys k = FindSseEventKeys(R"({"choices":[{"delta":{"content":"tok"}}]})");
+  CHECK((k.content && !k.usage && !k.empty_choices));
+  k = FindSseEventKeys(R"({"choices":[],"usage":{"prompt_tokens":3}})");
+  CHECK((!k.content && k.usage && k.empty_choices));
+  k = FindSseEventKeys(R"({"choices":[{"text":"a"}]})");
+  CHECK(k.content);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 50000; ++i) {
+    std::string s = RandomText(rng);
+    for (size_t from = 0; from < std::min<size_t>(s.size(), 9); ++from)
+      same(std::string_view(s).substr(from));  // every alignment of the words
+  }
+}
