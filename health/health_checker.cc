@@ -45,10 +45,10 @@ void HealthChecker::update(const config::Snapshot& snapshot,
     session->start();
 }
 
-bool HealthChecker::markUnhealthy(BackendState& state, FailureReason reason) {
+bool HealthChecker::MarkUnhealthy(BackendState& state, FailureReason reason) {
   auto it = sessions_.find(state.key());
   if (it == sessions_.end() || it->second->state().get() != &state) return false;
-  it->second->hardFailure(reason);
+  it->second->HardFailure(reason);
   return true;
 }
 

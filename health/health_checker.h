@@ -37,7 +37,7 @@ class HealthChecker {
   void update(const config::Snapshot& snapshot, const std::vector<BackendStatePtr>& states);
   /// A hard failure reported by the outlier detector (connection refused).
   /// @return false when no session probes this backend.
-  bool markUnhealthy(BackendState& state, FailureReason reason);
+  bool MarkUnhealthy(BackendState& state, FailureReason reason);
   /// Stops every session (their clients close their connections).
   void stop();
 

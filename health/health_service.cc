@@ -33,16 +33,16 @@ class HealthServiceImpl final : public HealthService {
         checker_(
             time_, timers_, probes_, [this] { return rng_(); },
             HealthChecker::Hooks{
-                [this](const BackendState& s, const StateChange& c) { onChange(s, c); },
+                [this](const BackendState& s, const StateChange& c) { OnChange(s, c); },
                 [this](BackendState& s, const ProbeResult& r, MonotonicTime started) {
-                  stats_.recordProbe(s, r);
-                  if (r.ok) detector_.onProbeSuccess(s, started);
+                  stats_.RecordProbe(s, r);
+                  if (r.ok) detector_.OnProbeSuccess(s, started);
                 }}),
         detector_(time_, OutlierDetector::Hooks{[this](BackendState& s, FailureReason reason) {
-                                                  checker_.markUnhealthy(s, reason);
+                                                  checker_.MarkUnhealthy(s, reason);
                                                 },
                                                 [this](const BackendState& s,
-                                                       const StateChange& c) { onChange(s, c); }}) {
+                                                       const StateChange& c) { OnChange(s, c); }}) {
   }
 
   ~HealthServiceImpl() override { Stop(); }
@@ -84,14 +84,14 @@ class HealthServiceImpl final : public HealthService {
 
   void ReportFailure(const BackendStatePtr& state, FailureReason reason) override {
     if (stopped_.load(std::memory_order_relaxed) || !state) return;
-    asio::post(io_, [this, state, reason] { detector_.reportFailure(*state, reason); });
+    asio::post(io_, [this, state, reason] { detector_.ReportFailure(*state, reason); });
   }
 
   std::vector<BackendHealthStats> Stats() const override { return stats_.snapshot(); }
 
  private:
-  void onChange(const BackendState& state, const StateChange& change) {
-    stats_.recordChange(state, change);
+  void OnChange(const BackendState& state, const StateChange& change) {
+    stats_.RecordChange(state, change);
     if (options_.on_change) options_.on_change(change);
   }
 

@@ -34,7 +34,7 @@ void HealthStats::update(const config::Snapshot& snapshot,
   index_ = std::move(next_index);
 }
 
-void HealthStats::recordProbe(const BackendState& state, const ProbeResult& result) {
+void HealthStats::RecordProbe(const BackendState& state, const ProbeResult& result) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(state.key());
   if (it == index_.end()) return;
@@ -50,7 +50,7 @@ void HealthStats::recordProbe(const BackendState& state, const ProbeResult& resu
   }
 }
 
-void HealthStats::recordChange(const BackendState& state, const StateChange& change) {
+void HealthStats::RecordChange(const BackendState& state, const StateChange& change) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(state.key());
   if (it == index_.end()) return;

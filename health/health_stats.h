@@ -19,8 +19,8 @@ class HealthStats {
   /// Follows a snapshot: names and regions are refreshed, counters of backends
   /// that stay are kept, those of backends gone are dropped.
   void update(const config::Snapshot& snapshot, const std::vector<BackendStatePtr>& states);
-  void recordProbe(const BackendState& state, const ProbeResult& result);
-  void recordChange(const BackendState& state, const StateChange& change);
+  void RecordProbe(const BackendState& state, const ProbeResult& result);
+  void RecordChange(const BackendState& state, const StateChange& change);
   /// @return a copy, in snapshot order.
   std::vector<BackendHealthStats> snapshot() const;
 

@@ -17,10 +17,10 @@ const char* TransitionName(Transition t) {
 }
 
 HealthTracker::HealthTracker(uint32_t healthy_threshold, uint32_t unhealthy_threshold) {
-  setThresholds(healthy_threshold, unhealthy_threshold);
+  SetThresholds(healthy_threshold, unhealthy_threshold);
 }
 
-void HealthTracker::setThresholds(uint32_t healthy_threshold, uint32_t unhealthy_threshold) {
+void HealthTracker::SetThresholds(uint32_t healthy_threshold, uint32_t unhealthy_threshold) {
   healthy_threshold_ = std::max<uint32_t>(1, healthy_threshold);
   unhealthy_threshold_ = std::max<uint32_t>(1, unhealthy_threshold);
 }
@@ -46,7 +46,7 @@ Transition HealthTracker::observe(bool ok) {
   return Transition::kChangePending;
 }
 
-Transition HealthTracker::hardFailure() {
+Transition HealthTracker::HardFailure() {
   streak_ = 0;
   if (state_ == HealthState::kUnhealthy) return Transition::kUnchanged;
   state_ = HealthState::kUnhealthy;

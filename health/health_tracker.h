@@ -33,18 +33,18 @@ class HealthTracker {
   /// a healthy or unknown backend becomes unhealthy at once; an unhealthy one
   /// restarts its count of successes. It then needs `healthy_threshold`
   /// successes to come back, as after any other fall.
-  Transition hardFailure();
+  Transition HardFailure();
 
   /// New thresholds (reload). A streak in progress keeps its count.
-  void setThresholds(uint32_t healthy_threshold, uint32_t unhealthy_threshold);
+  void SetThresholds(uint32_t healthy_threshold, uint32_t unhealthy_threshold);
 
   HealthState state() const { return state_; }
   /// True while the streak of results disagrees with the state.
   bool changing() const { return streak_ > 0; }
   /// Results in a row that disagree with the state (0 when none).
   uint32_t streak() const { return streak_; }
-  uint32_t healthyThreshold() const { return healthy_threshold_; }
-  uint32_t unhealthyThreshold() const { return unhealthy_threshold_; }
+  uint32_t healthy_threshold() const { return healthy_threshold_; }
+  uint32_t unhealthy_threshold() const { return unhealthy_threshold_; }
 
  private:
   HealthState state_ = HealthState::kUnknown;

@@ -193,7 +193,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
         bare_host_(Unbracket(options_.host)),
         host_header_(HostHeader(options_.host, options_.port, options_.tls)),
         port_(std::to_string(options_.port)) {
-    if (options_.tls) makeTlsContext();
+    if (options_.tls) MakeTlsContext();
   }
 
   void probe(Callback cb) {
@@ -209,14 +209,14 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
     cb_ = nullptr;
     in_flight_ = false;
     phase_ = Phase::kIdle;
-    dropConnection();
+    DropConnection();
   }
 
-  FailureReason timeoutReason() const {
+  FailureReason TimeoutReason() const {
     return phase_ == Phase::kConnecting ? FailureReason::kConnectTimeout
                                         : FailureReason::kProbeTimeout;
   }
-  uint64_t connectionsOpened() const { return connections_opened_; }
+  uint64_t connections_opened() const { return connections_opened_; }
   const Options& options() const { return options_; }
 
  private:
@@ -247,7 +247,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
   };
   using ConnPtr = std::shared_ptr<Conn>;
 
-  void makeTlsContext() {
+  void MakeTlsContext() {
     tls_ctx_.emplace(ssl::context::tls_client);
     SSL_CTX_set_min_proto_version(tls_ctx_->native_handle(), TLS1_2_VERSION);
     ErrorCode ec;
@@ -268,13 +268,13 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
     tls_ctx_ok_ = !ec;
   }
 
-  void dropConnection() {
+  void DropConnection() {
     if (conn_) conn_->close();
     conn_.reset();
   }
 
   static asio::awaitable<void> Run(std::shared_ptr<Impl> self, uint64_t generation) {
-    ProbeResult result = co_await self->doProbe(generation);
+    ProbeResult result = co_await self->DoProbe(generation);
     if (generation != self->generation_) co_return;  // cancelled meanwhile
     self->in_flight_ = false;
     self->phase_ = Phase::kIdle;
@@ -316,7 +316,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   // Connects when there is no open connection. @return kNone or why not.
-  asio::awaitable<FailureReason> ensureConnected(uint64_t generation, ConnPtr& conn,
+  asio::awaitable<FailureReason> EnsureConnected(uint64_t generation, ConnPtr& conn,
                                                  Clock::time_point deadline, bool& connected) {
     if (conn && conn->open) co_return FailureReason::kNone;
     phase_ = Phase::kConnecting;
@@ -335,7 +335,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   template <class F>
-  asio::awaitable<Exchange> onStream(Conn& c, F&& f) {
+  asio::awaitable<Exchange> OnStream(Conn& c, F&& f) {
     if (c.tls) co_return co_await f(*c.tls);
     co_return co_await f(*c.plain);
   }
@@ -346,7 +346,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
     if (conn_ == conn) conn_.reset();
   }
 
-  asio::awaitable<ProbeResult> doProbe(uint64_t generation) {
+  asio::awaitable<ProbeResult> DoProbe(uint64_t generation) {
     const Clock::time_point start = Clock::now();
     const Clock::time_point deadline = start + options_.timeout;
     ConnPtr conn = conn_;
@@ -356,12 +356,12 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
     Exchange ex;
     Clock::time_point request_start;
     for (int attempt = 0; attempt < 2; ++attempt) {
-      const FailureReason why = co_await ensureConnected(generation, conn, deadline, connected);
+      const FailureReason why = co_await EnsureConnected(generation, conn, deadline, connected);
       if (generation != generation_) co_return ProbeResult{};
       if (why != FailureReason::kNone) co_return ProbeResult::Failed(why);
       phase_ = Phase::kRequesting;
       request_start = Clock::now();
-      ex = co_await onStream(
+      ex = co_await OnStream(
           *conn, [&](auto& stream) { return FetchSmall(stream, conn->buffer, req, deadline); });
       if (generation != generation_) co_return ProbeResult{};
       // A reused connection found closed: the server timed it out between
@@ -400,12 +400,12 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
         bool reconnected = false;
         conn = conn_;
         const FailureReason why =
-            co_await ensureConnected(generation, conn, load_deadline, reconnected);
+            co_await EnsureConnected(generation, conn, load_deadline, reconnected);
         if (generation != generation_) co_return ProbeResult{};
         if (why == FailureReason::kNone) {
           PrometheusLoadScanner scanner;
           const auto load_req = MakeRequest(options_.load_target, host_header_, false);
-          Exchange lx = co_await onStream(*conn, [&](auto& stream) {
+          Exchange lx = co_await OnStream(*conn, [&](auto& stream) {
             return FetchScanned(stream, conn->buffer, load_req, load_deadline, scanner);
           });
           if (generation != generation_) co_return ProbeResult{};
@@ -450,11 +450,11 @@ void HttpProbeClient::cancel() {
 void HttpProbeClient::close() {
   impl_->cancel();
 }
-FailureReason HttpProbeClient::timeoutReason() const {
-  return impl_->timeoutReason();
+FailureReason HttpProbeClient::TimeoutReason() const {
+  return impl_->TimeoutReason();
 }
-uint64_t HttpProbeClient::connectionsOpened() const {
-  return impl_->connectionsOpened();
+uint64_t HttpProbeClient::connections_opened() const {
+  return impl_->connections_opened();
 }
 const HttpProbeClient::Options& HttpProbeClient::options() const {
   return impl_->options();

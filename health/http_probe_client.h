@@ -59,10 +59,10 @@ class HttpProbeClient final : public ProbeClient {
   void probe(Callback cb) override;
   void cancel() override;
   void close() override;
-  FailureReason timeoutReason() const override;
+  FailureReason TimeoutReason() const override;
 
   /// TCP connections opened so far: keep-alive reuse shows as 1 for many probes.
-  uint64_t connectionsOpened() const;
+  uint64_t connections_opened() const;
   const Options& options() const;
 
   class Impl;

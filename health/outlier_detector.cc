@@ -52,7 +52,7 @@ void OutlierDetector::update(const config::Snapshot& snapshot,
   entries_ = std::move(next);
 }
 
-OutlierDetector::Verdict OutlierDetector::reportFailure(BackendState& state, FailureReason reason) {
+OutlierDetector::Verdict OutlierDetector::ReportFailure(BackendState& state, FailureReason reason) {
   auto it = entries_.find(&state);
   if (it == entries_.end()) return Verdict::kIgnored;  // removed by a reload meanwhile
   if (reason == FailureReason::kNone || reason == FailureReason::kEjected ||
@@ -75,12 +75,12 @@ OutlierDetector::Verdict OutlierDetector::reportFailure(BackendState& state, Fai
       failures < settings_.outlier_consecutive_failures)
     return Verdict::kCounted;
 
-  if (!underPoolCap(it->second)) return Verdict::kCapped;
+  if (!UnderPoolCap(it->second)) return Verdict::kCapped;
   eject(it->second, reason, ToNanos(time_.monotonic()));
   return Verdict::kEjected;
 }
 
-bool OutlierDetector::underPoolCap(const Entry& entry) const {
+bool OutlierDetector::UnderPoolCap(const Entry& entry) const {
   const uint64_t percent = std::min<uint32_t>(settings_.max_ejection_percent, 100);
   // After this ejection, at most `percent` of each of its pools may be out.
   auto fits = [&](const std::string* model) {
@@ -125,7 +125,7 @@ void OutlierDetector::eject(Entry& entry, FailureReason cause, int64_t now_ns) {
   }
 }
 
-bool OutlierDetector::onProbeSuccess(BackendState& state, MonotonicTime probe_started) {
+bool OutlierDetector::OnProbeSuccess(BackendState& state, MonotonicTime probe_started) {
   const int64_t until = state.ejected_until_ns.load(std::memory_order_relaxed);
   if (until == 0 || ToNanos(probe_started) < until) return false;
   const HealthState now_state = state.state.load(std::memory_order_relaxed);
@@ -142,7 +142,7 @@ bool OutlierDetector::onProbeSuccess(BackendState& state, MonotonicTime probe_st
   return true;
 }
 
-size_t OutlierDetector::ejectedInRegion(size_t region) const {
+size_t OutlierDetector::EjectedInRegion(size_t region) const {
   size_t n = 0;
   for (const auto& [ptr, entry] : entries_)
     if (entry.region == region && Ejected(*ptr)) ++n;

@@ -28,7 +28,7 @@
 //  - `ejected_until_ns` != 0 means ejected; the value is the monotonic time
 //    the ejection expires. It is NOT cleared when that time passes: the
 //    backend stays out until a probe started at or after the expiry
-//    succeeds, and only then does onProbeSuccess() store 0. So routable()
+//    succeeds, and only then does OnProbeSuccess() store 0. So routable()
 //    only needs `ejected_until_ns == 0`; ejected_until_ns in the past means
 //    "expired, waiting for a good probe".
 //  - `ejections` counts ejections over the backend's life; `reason` is
@@ -53,14 +53,14 @@ namespace geogate::health {
 class OutlierDetector {
  public:
   struct Hooks {
-    /// Marks a backend unhealthy at once (HealthChecker::markUnhealthy).
+    /// Marks a backend unhealthy at once (HealthChecker::MarkUnhealthy).
     std::function<void(BackendState&, FailureReason)> mark_unhealthy;
     /// Ejections and returns, reported with `ejected = true` and from/to as
     /// the request path sees them: healthy -> unhealthy on ejection.
     std::function<void(const BackendState&, const StateChange&)> on_change;
   };
 
-  /// What reportFailure() did, for tests and logs.
+  /// What ReportFailure() did, for tests and logs.
   enum class Verdict : uint8_t {
     kIgnored,          // unknown backend, no failure, or already out of rotation
     kCounted,          // counted towards outlier_consecutive_failures
@@ -75,15 +75,15 @@ class OutlierDetector {
   /// Backends that stay keep their streak; those gone are forgotten.
   void update(const config::Snapshot& snapshot, const std::vector<BackendStatePtr>& states);
   /// A worker saw a request to `state` fail with `reason`.
-  Verdict reportFailure(BackendState& state, FailureReason reason);
+  Verdict ReportFailure(BackendState& state, FailureReason reason);
   /// A probe of `state` that started at `probe_started` succeeded. Ends an
   /// expired ejection when the probe started at or after the expiry.
   /// @return true when the backend returned from an ejection.
-  bool onProbeSuccess(BackendState& state, MonotonicTime probe_started);
+  bool OnProbeSuccess(BackendState& state, MonotonicTime probe_started);
 
   /// Backends of `region` currently ejected (expired but not yet returned
   /// ones included).
-  size_t ejectedInRegion(size_t region) const;
+  size_t EjectedInRegion(size_t region) const;
   /// Ejections in the backend's current streak (0 when unknown).
   uint32_t streak(const BackendState& state) const;
 
@@ -97,7 +97,7 @@ class OutlierDetector {
     int64_t returned_at_ns = 0;  // last return from an ejection, 0 = never
   };
   void eject(Entry& entry, FailureReason cause, int64_t now_ns);
-  bool underPoolCap(const Entry& entry) const;
+  bool UnderPoolCap(const Entry& entry) const;
 
   const TimeSource& time_;
   Hooks hooks_;

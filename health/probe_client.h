@@ -50,7 +50,7 @@ class ProbeClient {
   virtual void close() = 0;
   /// @return the reason to report if the caller's timeout fires now:
   ///         kConnectTimeout while connecting, kProbeTimeout otherwise.
-  virtual FailureReason timeoutReason() const { return FailureReason::kProbeTimeout; }
+  virtual FailureReason TimeoutReason() const { return FailureReason::kProbeTimeout; }
 };
 using ProbeClientPtr = std::unique_ptr<ProbeClient>;
 

@@ -33,8 +33,8 @@ ProbeSession::ProbeSession(ProbeContext& ctx, BackendStatePtr state, Settings se
   } else if (carried == HealthState::kUnhealthy) {
     tracker_.observe(false);
   }
-  interval_timer_ = ctx_.timers.create([this] { onInterval(); });
-  timeout_timer_ = ctx_.timers.create([this] { onTimeout(); });
+  interval_timer_ = ctx_.timers.create([this] { OnInterval(); });
+  timeout_timer_ = ctx_.timers.create([this] { OnTimeout(); });
   client_ = ctx_.clients.create(settings_.backend, settings_.health);
 }
 
@@ -53,14 +53,14 @@ void ProbeSession::start() {
 void ProbeSession::reconfigure(Settings settings) {
   const bool new_client = !SameProbeTarget(settings_, settings);
   settings_ = std::move(settings);
-  tracker_.setThresholds(settings_.health.healthy_threshold, settings_.health.unhealthy_threshold);
+  tracker_.SetThresholds(settings_.health.healthy_threshold, settings_.health.unhealthy_threshold);
   if (!new_client) return;
-  abandonProbe();
+  AbandonProbe();
   client_ = ctx_.clients.create(settings_.backend, settings_.health);
   interval_timer_->enable(InitialDelay(settings_.health.interval, ctx_.random()));
 }
 
-void ProbeSession::abandonProbe() {
+void ProbeSession::AbandonProbe() {
   if (!in_flight_) return;
   in_flight_ = false;
   ++seq_;
@@ -68,22 +68,22 @@ void ProbeSession::abandonProbe() {
   client_->cancel();
 }
 
-void ProbeSession::hardFailure(FailureReason reason) {
+void ProbeSession::HardFailure(FailureReason reason) {
   const HealthState before = tracker_.state();
-  const Transition t = tracker_.hardFailure();
+  const Transition t = tracker_.HardFailure();
   const int64_t now_ns = ToNanos(ctx_.time.monotonic());
   if (t == Transition::kChanged) {
-    publishChange(before, reason, now_ns);
+    PublishChange(before, reason, now_ns);
   } else {
     state_->reason.store(reason, std::memory_order_relaxed);
   }
   // Count the way back from probes started after the failure only.
-  abandonProbe();
+  AbandonProbe();
   interval_timer_->enable(JitteredInterval(settings_.health.changing_interval,
                                            settings_.health.jitter_percent, ctx_.random()));
 }
 
-void ProbeSession::onInterval() {
+void ProbeSession::OnInterval() {
   if (in_flight_) return;
   in_flight_ = true;
   started_ = ctx_.time.monotonic();
@@ -97,11 +97,11 @@ void ProbeSession::onInterval() {
   });
 }
 
-void ProbeSession::onTimeout() {
+void ProbeSession::OnTimeout() {
   if (!in_flight_) return;
   // Ask before cancelling: the client knows whether it was still connecting.
-  const FailureReason reason = client_->timeoutReason();
-  abandonProbe();
+  const FailureReason reason = client_->TimeoutReason();
+  AbandonProbe();
   complete(ProbeResult::Failed(reason));
 }
 
@@ -115,7 +115,7 @@ void ProbeSession::complete(const ProbeResult& result) {
   // A refused connection proves nothing listens: down at once, as when a
   // worker sees it (outlier_detector.h), not after unhealthy_threshold.
   const bool refused = !result.ok && result.reason == FailureReason::kConnectRefused;
-  const Transition t = refused ? tracker_.hardFailure() : tracker_.observe(result.ok);
+  const Transition t = refused ? tracker_.HardFailure() : tracker_.observe(result.ok);
   const bool changed = t == Transition::kChanged;
 
   if (result.ok) {
@@ -136,7 +136,7 @@ void ProbeSession::complete(const ProbeResult& result) {
   }
 
   if (changed) {
-    publishChange(before, result.ok ? FailureReason::kNone : result.reason, now_ns);
+    PublishChange(before, result.ok ? FailureReason::kNone : result.reason, now_ns);
   } else if (!result.ok && tracker_.state() == HealthState::kUnhealthy) {
     s.reason.store(result.reason, std::memory_order_relaxed);  // the current cause
   }
@@ -147,10 +147,10 @@ void ProbeSession::complete(const ProbeResult& result) {
   // instead of also waiting changing_interval between the two.
   const bool timed_out = !result.ok && (result.reason == FailureReason::kProbeTimeout ||
                                         result.reason == FailureReason::kConnectTimeout);
-  scheduleNext(timed_out && tracker_.changing());
+  ScheduleNext(timed_out && tracker_.changing());
 }
 
-void ProbeSession::publishChange(HealthState from, FailureReason reason, int64_t now_ns) {
+void ProbeSession::PublishChange(HealthState from, FailureReason reason, int64_t now_ns) {
   BackendState& s = *state_;
   const HealthState to = tracker_.state();
   if (to == HealthState::kHealthy) {
@@ -171,7 +171,7 @@ void ProbeSession::publishChange(HealthState from, FailureReason reason, int64_t
   }
 }
 
-void ProbeSession::scheduleNext(bool immediately) {
+void ProbeSession::ScheduleNext(bool immediately) {
   const config::Health& h = settings_.health;
   if (immediately) {
     interval_timer_->enable(Millis(0));

@@ -51,24 +51,24 @@ class ProbeSession {
   /// A failure that proves the backend down (connection refused seen by a
   /// worker): unhealthy at once, then `healthy_threshold` fresh probes to
   /// return. The probe in flight, if any, started before and is abandoned.
-  void hardFailure(FailureReason reason);
+  void HardFailure(FailureReason reason);
 
   const HealthTracker& tracker() const { return tracker_; }
   const BackendStatePtr& state() const { return state_; }
   const Settings& settings() const { return settings_; }
   bool probing() const { return in_flight_; }
   /// Probes started since the session was created.
-  uint64_t probesStarted() const { return seq_started_; }
+  uint64_t probes_started() const { return seq_started_; }
 
  private:
-  void onInterval();
-  void onTimeout();
+  void OnInterval();
+  void OnTimeout();
   void complete(const ProbeResult& result);
-  void publishChange(HealthState from, FailureReason reason, int64_t now_ns);
+  void PublishChange(HealthState from, FailureReason reason, int64_t now_ns);
   /// Arms the next probe; `immediately` skips the wait (a timed-out probe
   /// whose verdict is pending).
-  void scheduleNext(bool immediately = false);
-  void abandonProbe();
+  void ScheduleNext(bool immediately = false);
+  void AbandonProbe();
 
   ProbeContext& ctx_;
   BackendStatePtr state_;

@@ -42,7 +42,7 @@ void RetryBudget::configure(uint32_t percent, uint32_t min) {
   min_.store(min, std::memory_order_relaxed);
 }
 
-RetryBudget::RequestGuard RetryBudget::startRequest() {
+RetryBudget::RequestGuard RetryBudget::StartRequest() {
   requests_.fetch_add(1, std::memory_order_relaxed);
   return RequestGuard(this);
 }
@@ -54,7 +54,7 @@ uint32_t RetryBudget::limit() const {
                                                   std::min<uint64_t>(share, UINT32_MAX)));
 }
 
-RetryBudget::RetryGuard RetryBudget::tryRetry() {
+RetryBudget::RetryGuard RetryBudget::TryRetry() {
   uint32_t current = retries_.load(std::memory_order_relaxed);
   for (;;) {
     if (current >= limit()) {

@@ -67,16 +67,16 @@ class RetryBudget {
   }
 
   /// Counts a request as active until the guard is destroyed.
-  [[nodiscard]] RequestGuard startRequest();
+  [[nodiscard]] RequestGuard StartRequest();
   /// Takes a retry slot if the budget allows one.
-  /// @return a granted guard, or an empty one (counted in rejectedRetries()).
-  [[nodiscard]] RetryGuard tryRetry();
+  /// @return a granted guard, or an empty one (counted in rejected_retries()).
+  [[nodiscard]] RetryGuard TryRetry();
 
   /// The current limit on concurrent retries.
   uint32_t limit() const;
-  uint32_t activeRequests() const { return requests_.load(std::memory_order_relaxed); }
-  uint32_t activeRetries() const { return retries_.load(std::memory_order_relaxed); }
-  uint64_t rejectedRetries() const { return rejected_.load(std::memory_order_relaxed); }
+  uint32_t active_requests() const { return requests_.load(std::memory_order_relaxed); }
+  uint32_t active_retries() const { return retries_.load(std::memory_order_relaxed); }
+  uint64_t rejected_retries() const { return rejected_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<uint32_t> percent_{20};

@@ -397,7 +397,7 @@ net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
   size_t max_attempts = std::min<size_t>(up_cfg_.max_attempts, decision.plan.size());
   // Active requests size the retry budget; a retry holds a slot until done.
   health::RetryBudget::RequestGuard budget_request;
-  if (shared_.retry_budget != nullptr) budget_request = shared_.retry_budget->startRequest();
+  if (shared_.retry_budget != nullptr) budget_request = shared_.retry_budget->StartRequest();
   for (size_t i = 0; i < max_attempts; ++i) {
     if (Clock::now() >= deadline) break;
     size_t backend = decision.plan[i];
@@ -406,7 +406,7 @@ net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
       // failure does not multiply the load on what is left, unless the
       // backend failed without serving (health::IsFreeReroute).
       if (shared_.retry_budget != nullptr && !health::IsFreeReroute(last.failure)) {
-        retry_slot_ = shared_.retry_budget->tryRetry();
+        retry_slot_ = shared_.retry_budget->TryRetry();
         if (!retry_slot_) {
           worker_.metrics().retry_budget_exhausted++;
           break;

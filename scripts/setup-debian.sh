@@ -30,7 +30,7 @@ build_pkgs=(
   libmaxmind-db-writer-perl
   # integration tests and tooling
   python3 curl ca-certificates iproute2 procps
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev clang-format clang-tidy
   # metrics and alert-rule checks, manifest lint and parsing, anycast config check
   prometheus yamllint python3-yaml bird2
   # benchmarks: load generator and side-by-side peers

@@ -55,10 +55,10 @@ void SimulatedTime::remove(SimTimer* t) {
 }
 
 void SimulatedTime::advance(Millis d) {
-  setMonotonic(now_ + std::max(d, Millis(0)));
+  SetMonotonic(now_ + std::max(d, Millis(0)));
 }
 
-void SimulatedTime::setMonotonic(MonotonicTime target) {
+void SimulatedTime::SetMonotonic(MonotonicTime target) {
   if (target < now_) target = now_;
   for (;;) {
     // Linear scan: tests hold tens of timers, and callbacks may create or
@@ -80,16 +80,16 @@ void SimulatedTime::setMonotonic(MonotonicTime target) {
   now_ = target;
 }
 
-bool SimulatedTime::advanceUntil(const std::function<bool()>& done, Millis limit, Millis step) {
+bool SimulatedTime::AdvanceUntil(const std::function<bool()>& done, Millis limit, Millis step) {
   const MonotonicTime end = now_ + limit;
   while (!done()) {
     if (now_ >= end) return false;
-    setMonotonic(std::min(now_ + std::max(step, Millis(1)), end));
+    SetMonotonic(std::min(now_ + std::max(step, Millis(1)), end));
   }
   return true;
 }
 
-size_t SimulatedTime::enabledTimers() const {
+size_t SimulatedTime::enabled_timers() const {
   return static_cast<size_t>(
       std::count_if(timers_.begin(), timers_.end(), [](const SimTimer* t) { return t->enabled_; }));
 }

@@ -33,13 +33,13 @@ class SimulatedTime final : public TimeSource, public TimerFactory {
   /// The clock reads each timer's deadline while its callback runs.
   void advance(Millis d);
   /// Moves the clock to `t` (never backwards), firing due timers like advance().
-  void setMonotonic(MonotonicTime t);
+  void SetMonotonic(MonotonicTime t);
   /// Advances in `step`s until `done()` holds or `limit` has passed.
   /// @return true when `done()` held.
-  bool advanceUntil(const std::function<bool()>& done, Millis limit, Millis step = Millis(1));
+  bool AdvanceUntil(const std::function<bool()>& done, Millis limit, Millis step = Millis(1));
 
   /// Timers currently armed.
-  size_t enabledTimers() const;
+  size_t enabled_timers() const;
 
   class SimTimer;
 

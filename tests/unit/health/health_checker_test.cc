@@ -18,7 +18,7 @@ Millis Since(MonotonicTime t0, MonotonicTime t) {
 
 // Brings backend 0 of a one-backend rig to kHealthy.
 void MakeHealthy(CheckerRig& rig) {
-  REQUIRE(rig.time.advanceUntil([&] { return rig.state(0).state.load() == HealthState::kHealthy; },
+  REQUIRE(rig.time.AdvanceUntil([&] { return rig.state(0).state.load() == HealthState::kHealthy; },
                                 Millis(1000)));
 }
 
@@ -50,7 +50,7 @@ TEST_CASE("checker: a new backend failing its first probe is unhealthy", "[healt
   rig.fake("a").mode = Mode::kFail;
   rig.fake("a").reason = FailureReason::kBadStatus;
   rig.load(MakeSnapshot({MakeBackend("a", 0)}));
-  REQUIRE(rig.time.advanceUntil([&] { return rig.state(0).state.load() != HealthState::kUnknown; },
+  REQUIRE(rig.time.AdvanceUntil([&] { return rig.state(0).state.load() != HealthState::kUnknown; },
                                 Millis(200)));
   CHECK(rig.state(0).state.load() == HealthState::kUnhealthy);
   CHECK(rig.state(0).reason.load() == FailureReason::kBadStatus);
@@ -70,7 +70,7 @@ TEST_CASE("checker: a stalled backend is out in under a second with defaults",
     rig.time.advance(Millis(seed * 7 % 100));  // stall at a different phase each time
     rig.fake("a").mode = Mode::kStall;
     const auto stalled_at = rig.time.monotonic();
-    REQUIRE(rig.time.advanceUntil(
+    REQUIRE(rig.time.AdvanceUntil(
         [&] { return rig.state(0).state.load() == HealthState::kUnhealthy; }, Millis(5000)));
     const Millis took = Since(stalled_at, rig.time.monotonic());
     worst = std::max(worst, took);
@@ -93,14 +93,14 @@ TEST_CASE("checker: a recovered backend returns after healthy_threshold good pro
   rig.load(snap);
   MakeHealthy(rig);
   rig.fake("a").mode = Mode::kStall;
-  REQUIRE(rig.time.advanceUntil(
+  REQUIRE(rig.time.AdvanceUntil(
       [&] { return rig.state(0).state.load() == HealthState::kUnhealthy; }, Millis(1000)));
 
   // Recover (the probe in flight stays stalled and times out).
   rig.probes.clear();
   rig.changes.clear();
   rig.fake("a").mode = Mode::kOk;
-  REQUIRE(rig.time.advanceUntil([&] { return rig.state(0).state.load() == HealthState::kHealthy; },
+  REQUIRE(rig.time.AdvanceUntil([&] { return rig.state(0).state.load() == HealthState::kHealthy; },
                                 Millis(2000)));
   const auto good = std::count_if(rig.probes.begin(), rig.probes.end(),
                                   [](const auto& p) { return p.second.ok; });
@@ -168,9 +168,9 @@ TEST_CASE("checker: probe RTT is an EWMA with routing.ewma_alpha", "[health][che
   CHECK(rig.state(0).rtt_ewma_us.load() == 10000);
   fake.rtt = std::chrono::microseconds(20000);
   const size_t n = fake.probe_starts.size();
-  REQUIRE(rig.time.advanceUntil([&] { return rig.probes.size() == n + 1; }, Millis(200)));
+  REQUIRE(rig.time.AdvanceUntil([&] { return rig.probes.size() == n + 1; }, Millis(200)));
   CHECK(rig.state(0).rtt_ewma_us.load() == 15000);
-  REQUIRE(rig.time.advanceUntil([&] { return rig.probes.size() == n + 2; }, Millis(200)));
+  REQUIRE(rig.time.AdvanceUntil([&] { return rig.probes.size() == n + 2; }, Millis(200)));
   CHECK(rig.state(0).rtt_ewma_us.load() == 17500);
 }
 
@@ -184,11 +184,11 @@ TEST_CASE("checker: a return to healthy restarts RTT and TTFT estimates", "[heal
   MakeHealthy(rig);
   rig.state(0).ttft_ewma_us.store(5'000'000);  // a worker's slow sample
   fake.mode = Mode::kFail;
-  REQUIRE(rig.time.advanceUntil(
+  REQUIRE(rig.time.AdvanceUntil(
       [&] { return rig.state(0).state.load() == HealthState::kUnhealthy; }, Millis(1000)));
   fake.mode = Mode::kOk;
   fake.rtt = std::chrono::microseconds(2000);
-  REQUIRE(rig.time.advanceUntil([&] { return rig.state(0).state.load() == HealthState::kHealthy; },
+  REQUIRE(rig.time.AdvanceUntil([&] { return rig.state(0).state.load() == HealthState::kHealthy; },
                                 Millis(1000)));
   CHECK(rig.state(0).rtt_ewma_us.load() == 2000);
   CHECK(rig.state(0).ttft_ewma_us.load() == -1);
@@ -217,7 +217,7 @@ TEST_CASE("checker: a refused probe takes a healthy backend out at once", "[heal
   rig.fake("a").mode = Mode::kFail;
   rig.fake("a").reason = FailureReason::kConnectRefused;
   rig.probes.clear();
-  REQUIRE(rig.time.advanceUntil(
+  REQUIRE(rig.time.AdvanceUntil(
       [&] { return rig.state(0).state.load() == HealthState::kUnhealthy; }, Millis(1000)));
   CHECK(rig.probes.size() == 1);  // not unhealthy_threshold (2) probes
   CHECK(rig.state(0).reason.load() == FailureReason::kConnectRefused);
@@ -228,7 +228,7 @@ TEST_CASE("checker: the timeout reason comes from the client", "[health][checker
   rig.fake("a").mode = Mode::kStall;
   rig.fake("a").timeout_reason = FailureReason::kConnectTimeout;
   rig.load(MakeSnapshot({MakeBackend("a", 0)}));
-  REQUIRE(rig.time.advanceUntil(
+  REQUIRE(rig.time.AdvanceUntil(
       [&] { return rig.state(0).state.load() == HealthState::kUnhealthy; }, Millis(400)));
   CHECK(rig.state(0).reason.load() == FailureReason::kConnectTimeout);
 }
@@ -251,13 +251,13 @@ TEST_CASE("checker: first probes are spread over the interval", "[health][checke
   CHECK(hi >= Millis(80));
 }
 
-TEST_CASE("checker: markUnhealthy is immediate and the way back is healthy_threshold probes",
+TEST_CASE("checker: MarkUnhealthy is immediate and the way back is healthy_threshold probes",
           "[health][checker]") {
   CheckerRig rig;
   rig.load(MakeSnapshot({MakeBackend("a", 0)}));
   MakeHealthy(rig);
   rig.changes.clear();
-  REQUIRE(rig.checker.markUnhealthy(rig.state(0), FailureReason::kConnectRefused));
+  REQUIRE(rig.checker.MarkUnhealthy(rig.state(0), FailureReason::kConnectRefused));
   CHECK(rig.state(0).state.load() == HealthState::kUnhealthy);
   CHECK(rig.state(0).reason.load() == FailureReason::kConnectRefused);
   CHECK(rig.state(0).since_ns.load() == rig.nowNs());
@@ -266,14 +266,14 @@ TEST_CASE("checker: markUnhealthy is immediate and the way back is healthy_thres
 
   rig.probes.clear();
   const auto t0 = rig.time.monotonic();
-  REQUIRE(rig.time.advanceUntil([&] { return rig.state(0).state.load() == HealthState::kHealthy; },
+  REQUIRE(rig.time.AdvanceUntil([&] { return rig.state(0).state.load() == HealthState::kHealthy; },
                                 Millis(1000)));
   CHECK(rig.probes.size() == 2);
   // Two probes at the changing interval: well under 200 ms.
   CHECK(Since(t0, rig.time.monotonic()) <= Millis(2 * 55 + 2 * 5));
 
   BackendState stranger("nobody");
-  CHECK_FALSE(rig.checker.markUnhealthy(stranger, FailureReason::kConnectRefused));
+  CHECK_FALSE(rig.checker.MarkUnhealthy(stranger, FailureReason::kConnectRefused));
 }
 
 TEST_CASE("checker: update adds and keeps and removes sessions by state key", "[health][checker]") {
@@ -292,7 +292,7 @@ TEST_CASE("checker: update adds and keeps and removes sessions by state key", "[
   CHECK(rig.checker.size() == 2);
   CHECK(rig.states[0] == a);
   CHECK(a->state.load() == HealthState::kHealthy);  // not reset by the reload
-  CHECK(rig.checker.find(a->key())->tracker().unhealthyThreshold() == 5);
+  CHECK(rig.checker.find(a->key())->tracker().unhealthy_threshold() == 5);
   CHECK(rig.checker.find(b->key()) == nullptr);
   CHECK(rig.states[1]->state.load() == HealthState::kUnknown);
 
@@ -310,9 +310,9 @@ TEST_CASE("checker: update adds and keeps and removes sessions by state key", "[
     return std::count_if(rig.probes.begin(), rig.probes.end(),
                          [&](const auto& p) { return p.first == a->key(); });
   };
-  REQUIRE(rig.time.advanceUntil([&] { return probes_of_a() >= 4; }, Millis(1000)));
+  REQUIRE(rig.time.AdvanceUntil([&] { return probes_of_a() >= 4; }, Millis(1000)));
   CHECK(a->state.load() == HealthState::kHealthy);
-  REQUIRE(rig.time.advanceUntil([&] { return probes_of_a() >= 5; }, Millis(1000)));
+  REQUIRE(rig.time.AdvanceUntil([&] { return probes_of_a() >= 5; }, Millis(1000)));
   CHECK(a->state.load() == HealthState::kUnhealthy);
 }
 
@@ -334,5 +334,5 @@ TEST_CASE("checker: stop ends every session", "[health][checker]") {
   rig.time.advance(Millis(50));
   rig.checker.stop();
   CHECK(rig.checker.size() == 0);
-  CHECK(rig.time.enabledTimers() == 0);
+  CHECK(rig.time.enabled_timers() == 0);
 }

@@ -21,12 +21,12 @@ TEST_CASE("stats: per backend counters survive a reload of the same key", "[heal
   auto v1 = MakeSnapshot({MakeBackend("a", 0), MakeBackend("b", 1)});
   auto s1 = table.Bind(*v1);
   stats.update(*v1, s1);
-  stats.recordProbe(*s1[0], ProbeResult::Ok(std::chrono::microseconds(3000)));
-  stats.recordProbe(*s1[0], ProbeResult::Failed(FailureReason::kProbeTimeout));
-  stats.recordProbe(*s1[1], ProbeResult::Failed(FailureReason::kConnectRefused));
-  stats.recordChange(*s1[0], StateChange{"a", HealthState::kHealthy, HealthState::kUnhealthy,
+  stats.RecordProbe(*s1[0], ProbeResult::Ok(std::chrono::microseconds(3000)));
+  stats.RecordProbe(*s1[0], ProbeResult::Failed(FailureReason::kProbeTimeout));
+  stats.RecordProbe(*s1[1], ProbeResult::Failed(FailureReason::kConnectRefused));
+  stats.RecordChange(*s1[0], StateChange{"a", HealthState::kHealthy, HealthState::kUnhealthy,
                                          FailureReason::kUpstream5xx, true});
-  stats.recordChange(*s1[0], StateChange{"a", HealthState::kUnhealthy, HealthState::kHealthy,
+  stats.RecordChange(*s1[0], StateChange{"a", HealthState::kUnhealthy, HealthState::kHealthy,
                                          FailureReason::kNone, true});
 
   auto out = stats.snapshot();
@@ -49,6 +49,6 @@ TEST_CASE("stats: per backend counters survive a reload of the same key", "[heal
   out = stats.snapshot();
   REQUIRE(out.size() == 1);
   CHECK(out[0].probes_ok == 1);
-  stats.recordProbe(*s1[1], ProbeResult::Ok(std::chrono::microseconds(1)));  // gone: ignored
+  stats.RecordProbe(*s1[1], ProbeResult::Ok(std::chrono::microseconds(1)));  // gone: ignored
   CHECK(stats.snapshot().size() == 1);
 }

@@ -65,18 +65,18 @@ TEST_CASE("tracker: a failure restarts the way back", "[health][tracker]") {
 TEST_CASE("tracker: a hard failure takes a healthy backend down at once", "[health][tracker]") {
   HealthTracker t(2, 5);
   t.observe(true);
-  CHECK(t.hardFailure() == Transition::kChanged);
+  CHECK(t.HardFailure() == Transition::kChanged);
   CHECK(t.state() == HealthState::kUnhealthy);
   // ... and it needs the full healthy_threshold to come back.
   CHECK(t.observe(true) == Transition::kChangePending);
-  CHECK(t.hardFailure() == Transition::kUnchanged);  // restarts the count
+  CHECK(t.HardFailure() == Transition::kUnchanged);  // restarts the count
   CHECK(t.observe(true) == Transition::kChangePending);
   CHECK(t.observe(true) == Transition::kChanged);
 }
 
 TEST_CASE("tracker: a hard failure of an unknown backend is a verdict", "[health][tracker]") {
   HealthTracker t(2, 2);
-  CHECK(t.hardFailure() == Transition::kChanged);
+  CHECK(t.HardFailure() == Transition::kChanged);
   CHECK(t.state() == HealthState::kUnhealthy);
 }
 
@@ -85,9 +85,9 @@ TEST_CASE("tracker: thresholds of 0 behave as 1 and a reload keeps the verdict",
   HealthTracker t(0, 0);
   t.observe(true);
   CHECK(t.observe(false) == Transition::kChanged);
-  t.setThresholds(4, 4);
+  t.SetThresholds(4, 4);
   CHECK(t.state() == HealthState::kUnhealthy);
-  CHECK(t.healthyThreshold() == 4);
+  CHECK(t.healthy_threshold() == 4);
   for (int i = 0; i < 3; ++i)
     CHECK(t.observe(true) == Transition::kChangePending);
   CHECK(t.observe(true) == Transition::kChanged);

@@ -218,7 +218,7 @@ TEST_CASE("http probe: 200 with a JSON load report over one keep-alive connectio
     CHECK(r.load->kv_cache_utilization == Approx(0.5));
   }
   CHECK(server.accepted == 1);
-  CHECK(client.connectionsOpened() == 1);
+  CHECK(client.connections_opened() == 1);
   REQUIRE(server.targets.size() == 5);
   CHECK(server.targets[0] == "/base/health");
   CHECK(server.hosts[0] == "127.0.0.1:" + std::to_string(server.port));

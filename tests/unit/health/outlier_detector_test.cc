@@ -23,7 +23,7 @@ struct DetectorRig {
     detector.update(*snapshot, states);
   }
   Verdict fail(size_t i, FailureReason r = FailureReason::kUpstream5xx) {
-    return detector.reportFailure(*states[i], r);
+    return detector.ReportFailure(*states[i], r);
   }
   // Fails backend i until the detector decides something other than kCounted.
   Verdict failUntilDecided(size_t i) {
@@ -38,7 +38,7 @@ struct DetectorRig {
         std::chrono::nanoseconds(states[i]->ejected_until_ns.load() - ToNanos(time.monotonic())));
   }
   // A good probe that started now.
-  bool probeOk(size_t i) { return detector.onProbeSuccess(*states[i], time.monotonic()); }
+  bool probeOk(size_t i) { return detector.OnProbeSuccess(*states[i], time.monotonic()); }
 
   SimulatedTime time;
   std::vector<std::pair<BackendState*, FailureReason>> marked;
@@ -83,7 +83,7 @@ TEST_CASE("outlier: consecutive failures eject at the threshold", "[health][outl
   CHECK(rig.changes[0].ejected);
   CHECK(rig.changes[0].to == HealthState::kUnhealthy);
   CHECK(rig.changes[0].reason == FailureReason::kStreamIdle);
-  CHECK(rig.detector.ejectedInRegion(0) == 1);
+  CHECK(rig.detector.EjectedInRegion(0) == 1);
   // Further reports about an ejected backend change nothing.
   CHECK(rig.fail(0) == Verdict::kIgnored);
 }
@@ -113,7 +113,7 @@ TEST_CASE("outlier: connection refused marks unhealthy at once", "[health][outli
 TEST_CASE("outlier: unknown or unhealthy or meaningless reports are ignored", "[health][outlier]") {
   DetectorRig rig(Pool(2));
   BackendState stranger("x");
-  CHECK(rig.detector.reportFailure(stranger, FailureReason::kUpstream5xx) == Verdict::kIgnored);
+  CHECK(rig.detector.ReportFailure(stranger, FailureReason::kUpstream5xx) == Verdict::kIgnored);
   CHECK(rig.fail(0, FailureReason::kNone) == Verdict::kIgnored);
   rig.states[1]->state.store(HealthState::kUnhealthy);
   CHECK(rig.fail(1) == Verdict::kIgnored);
@@ -170,17 +170,17 @@ TEST_CASE("outlier: returns only after a good probe started past the expiry", "[
   CHECK(s.ejected());
   CHECK_FALSE(s.routable(ToNanos(rig.time.monotonic())));
   // A probe that started before the expiry and answered after does not count.
-  CHECK_FALSE(rig.detector.onProbeSuccess(s, FromNanos(until - 1)));
+  CHECK_FALSE(rig.detector.OnProbeSuccess(s, FromNanos(until - 1)));
   // One started at the expiry does.
   rig.changes.clear();
-  CHECK(rig.detector.onProbeSuccess(s, FromNanos(until)));
+  CHECK(rig.detector.OnProbeSuccess(s, FromNanos(until)));
   CHECK_FALSE(s.ejected());
   CHECK(s.routable(ToNanos(rig.time.monotonic())));
   CHECK(s.reason.load() == FailureReason::kNone);
   REQUIRE(rig.changes.size() == 1);
   CHECK(rig.changes[0].ejected);
   CHECK(rig.changes[0].to == HealthState::kHealthy);
-  CHECK(rig.detector.ejectedInRegion(0) == 0);
+  CHECK(rig.detector.EjectedInRegion(0) == 0);
 }
 
 TEST_CASE("outlier: never more than max_ejection_percent of a pool", "[health][outlier]") {
@@ -194,7 +194,7 @@ TEST_CASE("outlier: never more than max_ejection_percent of a pool", "[health][o
     CHECK(rig.states[2]->consecutive_failures.load() == 3);
     CHECK(rig.fail(2) == Verdict::kCapped);
     CHECK(rig.states[2]->consecutive_failures.load() == 4);
-    CHECK(rig.detector.ejectedInRegion(0) == 2);
+    CHECK(rig.detector.EjectedInRegion(0) == 2);
     // Another region is another pool.
     CHECK(rig.failUntilDecided(4) == Verdict::kEjected);
     CHECK(rig.failUntilDecided(5) == Verdict::kEjected);
@@ -217,7 +217,7 @@ TEST_CASE("outlier: never more than max_ejection_percent of a pool", "[health][o
     CHECK(rig.failUntilDecided(1) == Verdict::kCapped);   // A: 2 of 3 would pass 50 %
     CHECK(rig.failUntilDecided(2) == Verdict::kEjected);  // B: 1 of 3 out
     CHECK(rig.failUntilDecided(4) == Verdict::kCapped);   // fits neither A nor B
-    CHECK(rig.detector.ejectedInRegion(0) == 2);
+    CHECK(rig.detector.EjectedInRegion(0) == 2);
   }
   SECTION("a region of one backend is never ejected at 50 %") {
     DetectorRig rig(Pool(1));
@@ -249,8 +249,8 @@ TEST_CASE("outlier: a reload keeps streaks and forgets removed backends", "[heal
   REQUIRE(states[0] == kept);
   rig.detector.update(*snap, states);
   CHECK(rig.detector.streak(*kept) == 1);
-  CHECK(rig.detector.ejectedInRegion(0) == 1);
-  CHECK(rig.detector.reportFailure(*rig.states[3], FailureReason::kUpstream5xx) ==
+  CHECK(rig.detector.EjectedInRegion(0) == 1);
+  CHECK(rig.detector.ReportFailure(*rig.states[3], FailureReason::kUpstream5xx) ==
         Verdict::kIgnored);
 }
 
@@ -260,36 +260,36 @@ TEST_CASE("outlier with checker: refused is out at once and ejected returns at e
           "[health][outlier][checker]") {
   CheckerRig rig;
   OutlierDetector detector(rig.time, OutlierDetector::Hooks{[&](BackendState& s, FailureReason r) {
-                                                              rig.checker.markUnhealthy(s, r);
+                                                              rig.checker.MarkUnhealthy(s, r);
                                                             },
                                                             nullptr});
   rig.extra_on_probe = [&](BackendState& s, const ProbeResult& r, MonotonicTime started) {
-    if (r.ok) detector.onProbeSuccess(s, started);
+    if (r.ok) detector.OnProbeSuccess(s, started);
   };
   rig.load(MakeSnapshot({MakeBackend("a", 0), MakeBackend("b", 0, 2)}));
   detector.update(*rig.snapshot, rig.states);
-  REQUIRE(rig.time.advanceUntil([&] { return rig.state(0).routable(rig.nowNs()); }, Millis(200)));
+  REQUIRE(rig.time.AdvanceUntil([&] { return rig.state(0).routable(rig.nowNs()); }, Millis(200)));
 
   SECTION("connection refused") {
-    CHECK(detector.reportFailure(rig.state(0), FailureReason::kConnectRefused) ==
+    CHECK(detector.ReportFailure(rig.state(0), FailureReason::kConnectRefused) ==
           Verdict::kMarkedUnhealthy);
     CHECK(rig.state(0).state.load() == HealthState::kUnhealthy);
     CHECK(rig.state(0).reason.load() == FailureReason::kConnectRefused);
     rig.probes.clear();
     REQUIRE(
-        rig.time.advanceUntil([&] { return rig.state(0).routable(rig.nowNs()); }, Millis(1000)));
+        rig.time.AdvanceUntil([&] { return rig.state(0).routable(rig.nowNs()); }, Millis(1000)));
     CHECK(rig.probes.size() >= 2);  // healthy_threshold = 2 fresh probes
   }
   SECTION("ejection") {
     for (int i = 0; i < 3; ++i)
-      detector.reportFailure(rig.state(0), FailureReason::kUpstream5xx);
+      detector.ReportFailure(rig.state(0), FailureReason::kUpstream5xx);
     REQUIRE(rig.state(0).ejected());
     const int64_t until = rig.state(0).ejected_until_ns.load();
     // Probes keep succeeding; still out until the expiry.
     rig.time.advance(Millis(4990));
     CHECK_FALSE(rig.state(0).routable(rig.nowNs()));
     // A probe is aimed at the expiry: back right then.
-    REQUIRE(rig.time.advanceUntil([&] { return rig.state(0).routable(rig.nowNs()); }, Millis(200)));
+    REQUIRE(rig.time.AdvanceUntil([&] { return rig.state(0).routable(rig.nowNs()); }, Millis(200)));
     CHECK(rig.nowNs() >= until);
     CHECK(rig.nowNs() - until <= Ns(Millis(10)));
     CHECK(rig.state(0).state.load() == HealthState::kHealthy);

@@ -28,7 +28,7 @@ TEST_CASE("simulated time: timers fire in deadline order", "[health][simtime]") 
   a->enable(Millis(10));
   b->enable(Millis(20));
   tie->enable(Millis(20));  // same deadline as b, armed later: fires after b
-  CHECK(time.enabledTimers() == 4);
+  CHECK(time.enabled_timers() == 4);
 
   time.advance(Millis(25));
   CHECK(fired == std::vector<std::string>{"a", "b", "tie"});
@@ -55,7 +55,7 @@ TEST_CASE("simulated time: timers armed by callbacks fire within the advance",
   CHECK(ticks == std::vector<Millis>{Millis(10), Millis(20), Millis(30), Millis(40)});
 }
 
-TEST_CASE("simulated time: disable and re-arm and destroy and setMonotonic", "[health][simtime]") {
+TEST_CASE("simulated time: disable and re-arm and destroy and SetMonotonic", "[health][simtime]") {
   SimulatedTime time;
   int fired = 0;
   TimerPtr t = time.create([&] { ++fired; });
@@ -68,7 +68,7 @@ TEST_CASE("simulated time: disable and re-arm and destroy and setMonotonic", "[h
   t->enable(Millis(50));  // re-arming replaces the deadline
   time.advance(Millis(20));
   CHECK(fired == 0);
-  time.setMonotonic(time.monotonic() + Millis(30));
+  time.SetMonotonic(time.monotonic() + Millis(30));
   CHECK(fired == 1);
 
   // A callback may destroy its own timer.
@@ -81,20 +81,20 @@ TEST_CASE("simulated time: disable and re-arm and destroy and setMonotonic", "[h
   // The clock never goes back; system time follows monotonic time.
   const auto before = time.monotonic();
   const auto sys = time.system();
-  time.setMonotonic(before - Millis(100));
+  time.SetMonotonic(before - Millis(100));
   CHECK(time.monotonic() == before);
   time.advance(Millis(1000));
   CHECK(time.system() - sys == std::chrono::seconds(1));
 }
 
-TEST_CASE("simulated time: advanceUntil stops when the condition holds", "[health][simtime]") {
+TEST_CASE("simulated time: AdvanceUntil stops when the condition holds", "[health][simtime]") {
   SimulatedTime time;
   bool flag = false;
   TimerPtr t = time.create([&] { flag = true; });
   t->enable(Millis(37));
   const auto t0 = time.monotonic();
-  CHECK(time.advanceUntil([&] { return flag; }, Millis(100)));
+  CHECK(time.AdvanceUntil([&] { return flag; }, Millis(100)));
   CHECK(time.monotonic() - t0 == Millis(37));
-  CHECK_FALSE(time.advanceUntil([] { return false; }, Millis(10)));
+  CHECK_FALSE(time.AdvanceUntil([] { return false; }, Millis(10)));
   CHECK(time.monotonic() - t0 == Millis(47));
 }

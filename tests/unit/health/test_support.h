@@ -89,7 +89,7 @@ class FakeProbeClient final : public ProbeClient {
     timer_->disable();
     cb_ = nullptr;
   }
-  FailureReason timeoutReason() const override { return backend_.timeout_reason; }
+  FailureReason TimeoutReason() const override { return backend_.timeout_reason; }
 
  private:
   void answer() {
