@@ -45,9 +45,8 @@ double MillisSince(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
 
-// Time left until `deadline`, at least 1 ms; a far deadline saturates.
-health::Millis Remaining(Clock::time_point deadline) {
-  auto now = Clock::now();
+// Time left at `now` until `deadline`, at least 1 ms; a far deadline saturates.
+health::Millis Remaining(Clock::time_point deadline, Clock::time_point now) {
   if (deadline - now > std::chrono::hours(24)) return std::chrono::hours(24);
   return std::max(std::chrono::duration_cast<health::Millis>(deadline - now), health::Millis(1));
 }
@@ -210,6 +209,9 @@ class ProxyCall {
   net::awaitable<bool> Run(PooledPtr<ProxyCall> self);
 
  private:
+  // The worker's clock, reached through worker_ (not a member of its own:
+  // the call must stay within the block cache's largest class).
+  Clock::time_point Now() const { return worker_.time().monotonic(); }
   net::awaitable<bool> Select(routing::Decision& decision);
   void BuildUpstreamRequest();
   void BuildAttemptHead(const config::Backend& b);
@@ -297,9 +299,9 @@ void ProxyCall::ReportFailure(size_t backend, FailureReason reason) {
 // candidate is at capacity. @return false when the request was answered.
 net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
   routing::RequestFacts facts{ctx_.model, ctx_.tenant_config()};
-  auto queue_deadline = Clock::now() + ctx_.cfg.routing.queue_timeout;
+  auto queue_deadline = Now() + ctx_.cfg.routing.queue_timeout;
   for (;;) {
-    auto now = Clock::now();
+    auto now = Now();
     routing::LiveHealthView view(ctx_.rt.backends, health::ToNanos(now));
     d = routing::Decide(ctx_.cfg, facts, ctx_.residency.allowed, view, now, worker_.Random());
     if (d.outcome != routing::Outcome::kCapacity || now >= queue_deadline) break;
@@ -399,7 +401,7 @@ net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
   health::RetryBudget::RequestGuard budget_request;
   if (shared_.retry_budget != nullptr) budget_request = shared_.retry_budget->StartRequest();
   for (size_t i = 0; i < max_attempts; ++i) {
-    if (Clock::now() >= deadline) break;
+    if (Now() >= deadline) break;
     size_t backend = decision.plan[i];
     if (i > 0) {
       // A retry: counted against the process-wide budget so a region-wide
@@ -453,7 +455,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   health::BackendState& state = *ctx_.rt.backends[backend];
   InflightGuard inflight(state);
   AttemptResult r;
-  auto t0 = Clock::now();
+  auto t0 = Now();
 
   BuildAttemptHead(b);
 
@@ -465,7 +467,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   PooledPtr<ResponseParser> parser;
   for (;;) {
     if (!conn) {
-      auto budget = Remaining(deadline);
+      auto budget = Remaining(deadline, Now());
       ConnectResult cr = co_await worker_.pool().Connect(b, ctx_.rt.backend_tls[backend],
                                                          std::min(up_cfg_.connect_timeout, budget));
       if (watch_.gone()) {
@@ -486,10 +488,10 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     parser->header_limit(64 * 1024);
     // Until the first body byte: the first-token deadline, and a backend the
     // health checks take out of rotation meanwhile is abandoned at once.
-    auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline));
+    auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline, Now()));
     wd_.Disarm();
     wd_.PollHealth(&state, kHealthWatchPeriod, [this] { watch_.Start(); });
-    sent_at_ = Clock::now();
+    sent_at_ = Now();
     wd_.Guard(&conn->stream.lowest(), sent_at_ + ttft_budget);
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
     boost::system::error_code ec;
@@ -563,7 +565,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   wd_.StopPolling();
   // Committed: a retry that got here is an ordinary request from now on.
   retry_slot_.reset();
-  auto t_first = Clock::now();
+  auto t_first = Now();
   double ttft_ms = MillisSince(t0, t_first);
   ctx_.ttft_ms = MillisSince(ctx_.start, t_first);
   ctx_.backend = backend;
@@ -589,7 +591,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   bool reusable = false;
   AttemptResult rr = co_await Relay(backend, *conn, *parser, first, reusable);
   watch_.Target(nullptr);
-  if (reusable) worker_.pool().Release(std::move(conn), Clock::now(), up_cfg_.pool_max_idle);
+  if (reusable) worker_.pool().Release(std::move(conn), Now(), up_cfg_.pool_max_idle);
   co_return rr;
 }
 
@@ -648,7 +650,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     size_t got = DrainBuffered(conn, parser, 0, ec);
     if (!ec && got == 0 && !parser.is_done()) {
       watch_.Start();
-      wd_.Guard(&conn.stream.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+      wd_.Guard(&conn.stream.lowest(), Now() + up_cfg_.stream_idle_timeout);
       // A stream that already flows: the read completes through the
       // worker's bulk queue, after what new requests have ready.
       ReadResult read =
@@ -682,14 +684,13 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
             "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason)));
         std::string tail = absl::StrCat(absl::Hex(event.size()), "\r\n", event, "\r\n0\r\n\r\n");
         wd_.Disarm();
-        wd_.Guard(&client.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+        wd_.Guard(&client.lowest(), Now() + up_cfg_.stream_idle_timeout);
         auto [wec, wn] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
         ctx_.bytes_out += wn;
       } else {
         ctx_.session.Close();
       }
-      AccountTokens(backend, observer,
-                    std::chrono::duration<double>(Clock::now() - sent_at_).count());
+      AccountTokens(backend, observer, std::chrono::duration<double>(Now() - sent_at_).count());
       co_return r;
     }
     if (got == 0) continue;
@@ -700,19 +701,18 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       r.keep_alive = false;
       r.client_gone = true;
       ctx_.outcome = RequestOutcome::kClientClosed;
-      AccountTokens(backend, observer,
-                    std::chrono::duration<double>(Clock::now() - sent_at_).count());
+      AccountTokens(backend, observer, std::chrono::duration<double>(Now() - sent_at_).count());
       co_return r;
     }
   }
-  std::string_view rest = observer.Finish();  // also reads a JSON body's usage
+  std::string_view rest = observer.Finish(Now());  // also reads a JSON body's usage
   if (chunked) {
     std::string tail;
     if (!rest.empty())
       tail = absl::StrCat(absl::Hex(rest.size()), "\r\n",
                           absl::string_view(rest.data(), rest.size()), "\r\n");
     tail += "0\r\n\r\n";
-    wd_.Guard(&client.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+    wd_.Guard(&client.lowest(), Now() + up_cfg_.stream_idle_timeout);
     auto [ec, n] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
     ctx_.bytes_out += n;
     if (ec) {
@@ -721,7 +721,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     }
   }
   wd_.Disarm();
-  AccountTokens(backend, observer, std::chrono::duration<double>(Clock::now() - sent_at_).count());
+  AccountTokens(backend, observer, std::chrono::duration<double>(Now() - sent_at_).count());
   upstream_reusable = parser.keep_alive();
   r.keep_alive = keep_alive;
   co_return r;
@@ -789,7 +789,7 @@ net::awaitable<boost::system::error_code> ProxyCall::SendRest(
     Stream& s, std::span<const net::const_buffer> bufs, size_t sent, bool guard_idle) {
   beast::buffers_suffix<std::span<const net::const_buffer>> rest(bufs);
   rest.consume(sent);
-  if (guard_idle) wd_.Guard(&s.lowest(), Clock::now() + up_cfg_.stream_idle_timeout);
+  if (guard_idle) wd_.Guard(&s.lowest(), Now() + up_cfg_.stream_idle_timeout);
   auto [ec, n] = co_await net::async_write(s, rest, kUseTuple);
   co_return ec;
 }
@@ -799,7 +799,7 @@ net::awaitable<boost::system::error_code> ProxyCall::SendRest(
 // left in client_out_ for FinishClientWrite.
 bool ProxyCall::WriteToClientNow(std::string_view data, ResponseHead* head, bool chunked,
                                  SseObserver& observer) {
-  std::string_view out = observer.Filter(data, Clock::now());
+  std::string_view out = observer.Filter(data, Now());
   ClientWrite& w = client_out_;
   w.count = 0;
   if (head != nullptr) w.bufs[w.count++] = net::buffer(head->text());
@@ -846,7 +846,7 @@ void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double str
   const config::Tenant* t = ctx_.tenant_config();
   std::string_view tenant = t ? std::string_view(t->name) : std::string_view();
   int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
+                       worker_.time().system().time_since_epoch())
                        .count();
   // GPU-seconds = stream wall time / capacity (the request's share of one
   // GPU); cost = GPU-seconds x cost_per_hour / 3600 (docs/showback.md).

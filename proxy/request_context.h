@@ -30,7 +30,7 @@ struct RequestContext {
   const Runtime& rt;
   const config::Snapshot& cfg;
   Request& req;
-  health::MonotonicTime start = std::chrono::steady_clock::now();
+  health::MonotonicTime start = worker.time().monotonic();
   PooledString request_id;  // 32 characters, or the client's (up to 128)
   std::string_view path;    // normalised path without the query (as sent if refused)
   uint64_t bytes_in = 0;    // request body size (the body itself moves upstream)

@@ -207,7 +207,7 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
       }
     }
     int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
+                         ctx.worker.time().system().time_since_epoch())
                          .count();
     if (ctx.rt.budgets[ctx.tenant]->Exceeded(now_ms)) {
       ctx.worker.metrics().tenant_rejections.Add({t->name, "budget"});
@@ -270,7 +270,7 @@ std::string_view AcceptTarget(RequestContext& ctx) {
 
 void Log(RequestContext& ctx) {
   CountResidency(ctx);
-  auto end = std::chrono::steady_clock::now();
+  health::MonotonicTime end = ctx.worker.time().monotonic();
   double duration_s = std::chrono::duration<double>(end - ctx.start).count();
   const config::Backend* b = ctx.backend == kNoIndex ? nullptr : &ctx.cfg.backends[ctx.backend];
   std::string_view backend = b ? std::string_view(b->name) : "none";
@@ -288,7 +288,7 @@ void Log(RequestContext& ctx) {
   std::string allowed = routing::RegionNames(ctx.cfg, ctx.residency.allowed);
   AccessRecord r;
   r.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::system_clock::now().time_since_epoch())
+                  ctx.worker.time().system().time_since_epoch())
                   .count();
   r.request_id = ctx.request_id;
   r.edge = ctx.cfg.gateway.edge;

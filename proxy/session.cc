@@ -25,12 +25,6 @@ constexpr size_t kLingerMaxBytes = 1 << 20;
 constexpr auto kLingerTimeout = std::chrono::seconds(1);
 constexpr auto kTlsShutdownTimeout = std::chrono::milliseconds(500);
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 routing::IpAddr ToIpAddr(const net::ip::address& a) {
   if (a.is_v4()) return routing::IpAddr::FromV4(a.to_v4().to_uint());
   return routing::IpAddr::FromV6(a.to_v6().to_bytes());
@@ -85,7 +79,7 @@ void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec
 
 Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
                  std::optional<ErrorKind> refusal)
-    : worker_(worker), spec_(spec), watchdog_(worker.ioc()), refusal_(refusal) {
+    : worker_(worker), spec_(spec), watchdog_(worker.ioc(), worker.time()), refusal_(refusal) {
   boost::system::error_code ec;
   auto ep = socket.remote_endpoint(ec);
   if (!ec) peer_ = ToIpAddr(ep.address());
@@ -115,7 +109,7 @@ Session::~Session() {
 void Session::SetIdle(bool idle) {
   idle_ = idle;
   if (idle && !closed_ && !refusal_)
-    worker_.idle_sessions().Push(*this, NowNs());
+    worker_.idle_sessions().Push(*this, health::ToNanos(worker_.time().monotonic()));
   else
     worker_.idle_sessions().Remove(*this);
 }
@@ -243,7 +237,7 @@ net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
   // cancelled around every read.
   waiting_ = true;
   waiting_first_ = first;
-  waiting_since_ = WatchdogClock::now();
+  waiting_since_ = worker_.time().monotonic();
   watchdog_.Guard(&stream_->lowest(), waiting_since_ + timeout);
   auto [ec, n] = co_await stream_->async_read_some(buffer_.prepare(4096), kUseTuple);
   waiting_ = false;

@@ -167,7 +167,7 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
   return result;
 }
 
-std::string_view SseObserver::Finish() {
+std::string_view SseObserver::Finish(Clock::time_point now) {
   if (!sse_) {
     if (!json_overflow_ && !json_body_.empty()) ParseUsage(json_body_);
     json_body_.clear();
@@ -178,7 +178,7 @@ std::string_view SseObserver::Finish() {
     out_.swap(tail_);
     // A final event without its blank line still counts (and may be the
     // usage-only chunk to drop).
-    if (!OnEvent(out_, Clock::now())) out_.clear();
+    if (!OnEvent(out_, now)) out_.clear();
   }
   tail_.clear();
   return out_;

@@ -32,8 +32,8 @@ class SseObserver {
   /// @return the bytes to send to the client now (a view into `data` or into
   ///         the observer's own buffer, valid until the next call).
   std::string_view Filter(std::string_view data, Clock::time_point now);
-  /// End of body: whatever was held back, and final accounting.
-  std::string_view Finish();
+  /// End of body (at `now`): whatever was held back, and final accounting.
+  std::string_view Finish(Clock::time_point now);
 
   int64_t prompt_tokens() const { return prompt_tokens_; }
   /// From usage when reported, else the number of content events.

@@ -120,7 +120,7 @@ net::awaitable<std::vector<tcp::endpoint>> UpstreamPool::Resolve(const config::B
   boost::system::error_code parse_ec;
   auto addr = net::ip::make_address(backend.host, parse_ec);
   if (!parse_ec) co_return std::vector<tcp::endpoint>{tcp::endpoint(addr, backend.port)};
-  auto now = std::chrono::steady_clock::now();
+  health::MonotonicTime now = time_.monotonic();
   std::string key = backend.host + ":" + std::to_string(backend.port);
   if (auto it = dns_.find(key); it != dns_.end() && now - it->second.at < kDnsTtl)
     co_return it->second.endpoints;

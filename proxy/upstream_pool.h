@@ -49,7 +49,7 @@ health::FailureReason ClassifyConnectError(const boost::system::error_code& ec);
 
 class UpstreamPool {
  public:
-  explicit UpstreamPool(net::io_context& ioc) : ioc_(ioc) {}
+  UpstreamPool(net::io_context& ioc, const health::TimeSource& time) : ioc_(ioc), time_(time) {}
   ~UpstreamPool();
 
   /// An idle connection to `backend` (by its state key, built in a buffer
@@ -75,6 +75,7 @@ class UpstreamPool {
   net::awaitable<std::vector<net::ip::tcp::endpoint>> Resolve(const config::Backend& backend,
                                                               boost::system::error_code& ec);
   net::io_context& ioc_;
+  const health::TimeSource& time_;  // the DNS cache's age
   absl::flat_hash_map<std::string, std::vector<UpstreamConnPtr>> idle_;
   std::string key_scratch_;
   struct Resolved {

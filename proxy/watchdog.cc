@@ -23,7 +23,8 @@ bool WatchdogNeedsRearm(bool armed, WatchdogClock::time_point armed_at,
   return !armed || wanted < armed_at;
 }
 
-Watchdog::Watchdog(net::io_context& ioc) : st_(std::make_shared<State>(ioc)) {}
+Watchdog::Watchdog(net::io_context& ioc, const health::TimeSource& time)
+    : st_(std::make_shared<State>(ioc, time)) {}
 
 Watchdog::~Watchdog() {
   st_->alive = false;
@@ -44,7 +45,7 @@ void Watchdog::PollHealth(const health::BackendState* backend, std::chrono::mill
   st_->backend = backend;
   st_->on_poll = std::move(on_poll);
   st_->period = period;
-  st_->next_poll = Clock::now() + period;
+  st_->next_poll = st_->time.monotonic() + period;
   Want(st_, st_->next_poll);
 }
 
@@ -70,7 +71,8 @@ void Watchdog::Arm(const std::shared_ptr<State>& st, Clock::time_point at) {
   st->armed = true;
   st->armed_at = at;
   uint64_t generation = ++st->generation;
-  st->timer.expires_at(at);  // a pending wait ends with operation_aborted
+  // Relative to the TimeSource's now, so the deadline is in its time.
+  st->timer.expires_after(at - st->time.monotonic());  // a pending wait ends with operation_aborted
   st->timer.async_wait([st, generation](boost::system::error_code) {
     if (!st->alive || generation != st->generation) return;
     st->armed = false;
@@ -79,7 +81,7 @@ void Watchdog::Arm(const std::shared_ptr<State>& st, Clock::time_point at) {
 }
 
 void Watchdog::Wake(const std::shared_ptr<State>& st) {
-  WatchdogWake w = OnWatchdogWake(Clock::now(), st->deadline, st->next_poll, st->period);
+  WatchdogWake w = OnWatchdogWake(st->time.monotonic(), st->deadline, st->next_poll, st->period);
   if (w.expire) {
     st->expired = true;
     st->deadline = Clock::time_point::max();

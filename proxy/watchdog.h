@@ -25,6 +25,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 
 #include "health/backend_state.h"
+#include "health/time_source.h"
 
 namespace geogate::gateway {
 
@@ -56,7 +57,9 @@ class Watchdog {
  public:
   using Clock = WatchdogClock;
 
-  explicit Watchdog(net::io_context& ioc);
+  /// @param time what "now" is; the timer waits out the difference to a
+  ///        deadline on `ioc`.
+  Watchdog(net::io_context& ioc, const health::TimeSource& time);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -81,8 +84,9 @@ class Watchdog {
 
  private:
   struct State {
-    explicit State(net::io_context& ioc) : timer(ioc) {}
+    State(net::io_context& ioc, const health::TimeSource& t) : timer(ioc), time(t) {}
     net::steady_timer timer;
+    const health::TimeSource& time;
     beast::tcp_stream* target = nullptr;
     Clock::time_point deadline = Clock::time_point::max();
     const health::BackendState* backend = nullptr;

@@ -24,9 +24,10 @@ constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
 constexpr size_t kMaxRefusalsInFlight = 64;
 }  // namespace
 
-Worker::Worker(size_t id, ServerShared& shared)
+Worker::Worker(size_t id, ServerShared& shared, const health::TimeSource& time)
     : id_(id),
       shared_(shared),
+      time_(time),
       runtime_(shared.runtime),
       log_(shared.access_log),
       rng_state_(std::random_device{}()) {}
@@ -143,7 +144,7 @@ void Worker::ScheduleHousekeeping() {
     if (ec) return;
     log_.Flush();
     const Runtime& rt = **runtime_.held();
-    pool_.Sweep(std::chrono::steady_clock::now(), rt.config->gateway.upstream.pool_idle_timeout);
+    pool_.Sweep(time_.monotonic(), rt.config->gateway.upstream.pool_idle_timeout);
     ScheduleHousekeeping();
   });
 }

@@ -16,6 +16,7 @@
 #include "accounting/showback_ledger.h"
 #include "common/buffer_pool.h"
 #include "common/bulk_queue.h"
+#include "health/time_source.h"
 #include "observability/access_log.h"
 #include "proxy/idle_list.h"
 #include "proxy/runtime.h"
@@ -40,12 +41,15 @@ inline constexpr size_t kRelayBuffersKept = 256;
 
 class Worker {
  public:
-  Worker(size_t id, ServerShared& shared);
+  /// @param time the clock of everything on this worker: sessions, the
+  ///        proxy call, the Watchdog and the pool read time only through it.
+  Worker(size_t id, ServerShared& shared, const health::TimeSource& time);
   ~Worker();
 
   size_t id() const { return id_; }
   net::io_context& ioc() { return *ioc_; }
   ServerShared& shared() { return shared_; }
+  const health::TimeSource& time() const { return time_; }
 
   /// Binds an SO_REUSEPORT acceptor (called on the main thread before Start).
   void AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec);
@@ -107,6 +111,7 @@ class Worker {
 
   size_t id_;
   ServerShared& shared_;
+  const health::TimeSource& time_;
   // Owned through a pointer so the destructor can destroy it (and with it the
   // coroutine frames of sessions still pending at exit) while the members
   // those frames touch on their way out (sessions_, metrics_) still exist.
@@ -118,7 +123,7 @@ class Worker {
   std::thread thread_;
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
   LocalRuntime runtime_;
-  UpstreamPool pool_{*ioc_};
+  UpstreamPool pool_{*ioc_, time_};
   BulkQueue bulk_{*ioc_, config::Upstream{}.relay_batch};  // Start sets the configured one
   WorkerMetrics metrics_;
   AccessLogBuffer log_;

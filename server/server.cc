@@ -333,7 +333,7 @@ int Server::Run() {
 
   size_t n = WorkerCount(cfg);
   for (size_t i = 0; i < n; ++i) {
-    workers_.push_back(std::make_unique<Worker>(i, shared_));
+    workers_.push_back(std::make_unique<Worker>(i, shared_, time_));
     shared_.workers.push_back(workers_.back().get());
   }
   if (auto st = StartListeners(); !st.ok()) {

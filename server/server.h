@@ -87,6 +87,8 @@ class Server {
   net::io_context main_ioc_{1};
   net::signal_set signals_{main_ioc_};
   net::steady_timer drain_timer_{main_ioc_};
+  // The clock of every worker (health/ keeps its own RealTimeSource).
+  health::RealTimeSource time_;
   ServerShared shared_;
   health::HealthTable health_table_;
   std::unique_ptr<health::HealthService> health_;

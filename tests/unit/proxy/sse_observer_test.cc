@@ -27,7 +27,7 @@ std::string Run(SseObserver& o, const std::vector<std::string>& chunks) {
     t += std::chrono::milliseconds(5);
     out += std::string(o.Filter(c, t));
   }
-  out += std::string(o.Finish());
+  out += std::string(o.Finish(t + std::chrono::milliseconds(5)));
   return out;
 }
 

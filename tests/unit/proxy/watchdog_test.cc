@@ -12,6 +12,7 @@ using namespace std::chrono_literals;
 using TP = WatchdogClock::time_point;
 
 namespace {
+const geogate::health::RealTimeSource kRealTime;  // these tests wait on real timers
 constexpr TP kNever = TP::max();
 TP At(int ms) {
   return TP() + std::chrono::milliseconds(ms);
@@ -65,7 +66,7 @@ TEST_CASE("watchdog: closes the guarded stream when its deadline passes", "[watc
   boost::asio::io_context ioc;
   beast::tcp_stream stream(ioc);
   stream.socket().open(boost::asio::ip::tcp::v4());
-  Watchdog wd(ioc);
+  Watchdog wd(ioc, kRealTime);
   auto t0 = WatchdogClock::now();
   wd.Guard(&stream, t0 + 1ms);
   wd.Guard(&stream, t0 + 30ms);  // moved later before the first wake
@@ -80,7 +81,7 @@ TEST_CASE("watchdog: a disarmed deadline closes nothing", "[watchdog]") {
   boost::asio::io_context ioc;
   beast::tcp_stream stream(ioc);
   stream.socket().open(boost::asio::ip::tcp::v4());
-  Watchdog wd(ioc);
+  Watchdog wd(ioc, kRealTime);
   wd.Guard(&stream, WatchdogClock::now() + 5ms);
   wd.Disarm();
   ioc.run();  // the timer lapses
@@ -98,7 +99,7 @@ struct PolledStream {
   boost::asio::io_context ioc;
   beast::tcp_stream stream{ioc};
   geogate::health::BackendState backend{"b"};
-  Watchdog wd{ioc};
+  Watchdog wd{ioc, kRealTime};
 };
 }  // namespace
 
