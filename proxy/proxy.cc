@@ -459,7 +459,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
 
   BuildAttemptHead(b);
 
-  UpstreamConnPtr conn = worker_.pool().TakeIdle(b, t0, up_cfg_.pool_idle_timeout);
+  UpstreamConnPtr conn = worker_.upstreams().TakeIdle(b, t0, up_cfg_.pool_idle_timeout);
   bool reused = conn != nullptr;
   // Not in this frame: 272 bytes more made it 1056, past what Asio
   // recycles, so every attempt cost a malloc large enough to make glibc
@@ -468,8 +468,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   for (;;) {
     if (!conn) {
       auto budget = Remaining(deadline, Now());
-      ConnectResult cr = co_await worker_.pool().Connect(b, ctx_.rt.backend_tls[backend],
-                                                         std::min(up_cfg_.connect_timeout, budget));
+      ConnectResult cr = co_await worker_.upstreams().Connect(
+          b, ctx_.rt.backend_tls[backend], std::min(up_cfg_.connect_timeout, budget));
       if (watch_.gone()) {
         r.client_gone = true;
         co_return r;
@@ -591,7 +591,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   bool reusable = false;
   AttemptResult rr = co_await Relay(backend, *conn, *parser, first, reusable);
   watch_.Target(nullptr);
-  if (reusable) worker_.pool().Release(std::move(conn), Now(), up_cfg_.pool_max_idle);
+  if (reusable) worker_.upstreams().Release(std::move(conn), Now(), up_cfg_.pool_max_idle);
   co_return rr;
 }
 

@@ -20,50 +20,30 @@
 #include "health/time_source.h"
 #include "proxy/stream.h"
 #include "proxy/tls.h"
+#include "proxy/upstream_connector.h"
 
 namespace geogate::gateway {
-
-/// Read size towards a backend. Beast reads at most the buffer's free
-/// capacity, 512 bytes for a fresh flat_buffer: a 600-byte answer then took
-/// two reads from the backend and two writes to the client.
-inline constexpr size_t kUpstreamReadBytes = 8 * 1024;
-
-struct UpstreamConn {
-  explicit UpstreamConn(Stream&& s) : stream(std::move(s)) { buffer.reserve(kUpstreamReadBytes); }
-  Stream stream;
-  beast::flat_buffer buffer;  // bytes read past the last response (normally none)
-  std::string key;
-  health::MonotonicTime idle_since{};
-  uint32_t uses = 0;
-};
-using UpstreamConnPtr = std::unique_ptr<UpstreamConn>;
-
-struct ConnectResult {
-  UpstreamConnPtr conn;  // null on failure
-  health::FailureReason failure = health::FailureReason::kNone;
-  std::string error;
-};
 
 /// Maps a connect/handshake error to the failure vocabulary.
 health::FailureReason ClassifyConnectError(const boost::system::error_code& ec);
 
-class UpstreamPool {
+class UpstreamPool final : public UpstreamConnector {
  public:
   UpstreamPool(net::io_context& ioc, const health::TimeSource& time) : ioc_(ioc), time_(time) {}
-  ~UpstreamPool();
+  ~UpstreamPool() override;
 
-  /// An idle connection to `backend` (by its state key, built in a buffer
-  /// the pool keeps rather than a new string per request) that the backend
-  /// has not closed, or null.
+  // UpstreamConnector
+  /// Finds the connection by the backend's state key, built in a buffer the
+  /// pool keeps rather than a new string per request.
   UpstreamConnPtr TakeIdle(const config::Backend& backend, health::MonotonicTime now,
-                           health::Millis idle_timeout);
-  /// Returns a connection whose last response was read completely; one
-  /// with bytes buffered past that response is closed instead.
-  void Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle);
-  /// Opens a new connection (and TLS session for https backends) within
-  /// `timeout`. Sets TCP_NODELAY.
+                           health::Millis idle_timeout) override;
+  /// A connection with bytes buffered past its last response is closed
+  /// instead of kept.
+  void Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle) override;
+  /// Sets TCP_NODELAY.
   net::awaitable<ConnectResult> Connect(const config::Backend& backend, const SslContextPtr& tls,
-                                        health::Millis timeout);
+                                        health::Millis timeout) override;
+
   /// Closes idle connections older than `idle_timeout`.
   void Sweep(health::MonotonicTime now, health::Millis idle_timeout);
   void Clear();

@@ -24,11 +24,13 @@ constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
 constexpr size_t kMaxRefusalsInFlight = 64;
 }  // namespace
 
-Worker::Worker(size_t id, ServerShared& shared, const health::TimeSource& time)
+Worker::Worker(size_t id, ServerShared& shared, const health::TimeSource& time,
+               UpstreamConnector* upstreams)
     : id_(id),
       shared_(shared),
       time_(time),
       runtime_(shared.runtime),
+      upstreams_(upstreams != nullptr ? upstreams : &pool_),
       log_(shared.access_log),
       rng_state_(std::random_device{}()) {}
 

@@ -43,7 +43,10 @@ class Worker {
  public:
   /// @param time the clock of everything on this worker: sessions, the
   ///        proxy call, the Watchdog and the pool read time only through it.
-  Worker(size_t id, ServerShared& shared, const health::TimeSource& time);
+  /// @param upstreams where proxy calls get their upstream connections;
+  ///        null (production): the worker's own pool.
+  Worker(size_t id, ServerShared& shared, const health::TimeSource& time,
+         UpstreamConnector* upstreams = nullptr);
   ~Worker();
 
   size_t id() const { return id_; }
@@ -74,7 +77,8 @@ class Worker {
   /// (one atomic load when nothing changed). What a request is decided
   /// under: a reload applies to every head completed after it.
   const PinnedRuntime& CurrentRuntime();
-  UpstreamPool& pool() { return pool_; }
+  /// Where proxy calls take and give back upstream connections.
+  UpstreamConnector& upstreams() { return *upstreams_; }
   WorkerMetrics& metrics() { return metrics_; }
   AccessLogBuffer& access_log() { return log_; }
   /// 16 KiB relay buffers for proxied responses, recycled.
@@ -124,6 +128,7 @@ class Worker {
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
   LocalRuntime runtime_;
   UpstreamPool pool_{*ioc_, time_};
+  UpstreamConnector* upstreams_;  // &pool_ unless the constructor was given another
   BulkQueue bulk_{*ioc_, config::Upstream{}.relay_batch};  // Start sets the configured one
   WorkerMetrics metrics_;
   AccessLogBuffer log_;

@@ -1,0 +1,64 @@
+// The seam between a proxy call and where its upstream connections come
+// from. In production the worker's UpstreamPool is the connector: idle
+// keep-alive connections first, new ones (TCP, TLS) when none is left.
+// A call takes a connection, uses it for one exchange, then gives it back
+// (Release) or discards it (drops the pointer, which closes it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+
+#include "config/snapshot.h"
+#include "health/backend_state.h"
+#include "health/time_source.h"
+#include "proxy/stream.h"
+#include "proxy/tls.h"
+
+namespace geogate::gateway {
+
+/// Read size towards a backend. Beast reads at most the buffer's free
+/// capacity, 512 bytes for a fresh flat_buffer: a 600-byte answer then took
+/// two reads from the backend and two writes to the client.
+inline constexpr size_t kUpstreamReadBytes = 8 * 1024;
+
+struct UpstreamConn {
+  explicit UpstreamConn(Stream&& s) : stream(std::move(s)) { buffer.reserve(kUpstreamReadBytes); }
+  Stream stream;
+  beast::flat_buffer buffer;  // bytes read past the last response (normally none)
+  std::string key;
+  health::MonotonicTime idle_since{};
+  uint32_t uses = 0;
+};
+using UpstreamConnPtr = std::unique_ptr<UpstreamConn>;
+
+struct ConnectResult {
+  UpstreamConnPtr conn;  // null on failure
+  health::FailureReason failure = health::FailureReason::kNone;
+  std::string error;
+};
+
+/// One virtual call per step; nothing here allocates per request.
+class UpstreamConnector {
+ public:
+  virtual ~UpstreamConnector() = default;
+
+  /// @return a kept connection to `backend`, idle at most `idle_timeout`
+  ///         at `now`, that the backend has not closed; or null.
+  virtual UpstreamConnPtr TakeIdle(const config::Backend& backend, health::MonotonicTime now,
+                                   health::Millis idle_timeout) = 0;
+  /// Opens a new connection to `backend` (a TLS session for https ones)
+  /// within `timeout`; on failure the result says why, in the failure
+  /// vocabulary of health/.
+  virtual net::awaitable<ConnectResult> Connect(const config::Backend& backend,
+                                                const SslContextPtr& tls,
+                                                health::Millis timeout) = 0;
+  /// Gives back a connection whose last response was read completely, at
+  /// `now`, keeping at most `max_idle` per backend.
+  virtual void Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle) = 0;
+};
+
+}  // namespace geogate::gateway
