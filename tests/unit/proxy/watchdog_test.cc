@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "proxy/watchdog.h"
+#include "testing/simulated_time.h"
 
 using namespace geogate::gateway;
 using namespace std::chrono_literals;
@@ -140,4 +141,23 @@ TEST_CASE("watchdog: each poll that finds the backend routable runs the poll hoo
   ioc.run_for(2s);  // the first poll abandons: the hook never runs
   CHECK(wd.abandoned());
   CHECK(polls == 0);
+}
+
+TEST_CASE("watchdog: a deadline is in the injected clock's time", "[watchdog]") {
+  geogate::health::SimulatedTime sim;
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.socket().open(boost::asio::ip::tcp::v4());
+  Watchdog wd(ioc, sim);
+  wd.Guard(&stream, sim.monotonic() + 5ms);
+  // Real time passes the deadline several times over; the injected clock
+  // has not moved, so every wake-up goes back to sleep.
+  ioc.run_for(50ms);
+  CHECK_FALSE(wd.expired());
+  CHECK(stream.socket().is_open());
+  sim.advance(5ms);
+  ioc.restart();
+  ioc.run_for(2s);  // returns at the first wake-up after the advance (no work left)
+  CHECK(wd.expired());
+  CHECK_FALSE(stream.socket().is_open());
 }
