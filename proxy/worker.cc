@@ -10,6 +10,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "common/log.h"
+#include "common/splitmix64.h"
 #include "proxy/connection_limits.h"
 #include "proxy/session.h"
 
@@ -47,11 +48,8 @@ Worker::~Worker() {
 }
 
 uint64_t Worker::Random() {
-  // splitmix64: fast, good enough for spreading load, per worker (no sharing).
-  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  // Fast, good enough for spreading load, per worker (no sharing).
+  return SplitMix64(rng_state_);
 }
 
 void Worker::AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec) {

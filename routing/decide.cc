@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/splitmix64.h"
 
 namespace geogate::routing {
 namespace {
@@ -78,12 +79,10 @@ bool TooSmall(const config::Model& model, const config::Backend& b) {
   return model.min_vram_gb && b.vram_gb && *b.vram_gb < *model.min_vram_gb;
 }
 
-// splitmix64: turns the caller's random number into independent draws.
+// Turns the caller's random number into independent draws: splitmix64's
+// output for the state `x`.
 uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+  return SplitMix64(x);
 }
 
 double Unit(uint64_t bits) {

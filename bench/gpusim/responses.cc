@@ -7,6 +7,8 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
+#include "common/splitmix64.h"
+
 namespace gpusim {
 namespace json = boost::json;
 namespace {
@@ -101,11 +103,7 @@ json::array embedding_vector(uint64_t seed) {
   double v[8];
   double norm = 0;
   for (double& x : v) {
-    seed += 0x9e3779b97f4a7c15ull;
-    uint64_t z = seed;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
+    uint64_t z = geogate::SplitMix64(seed);
     x = static_cast<double>(z >> 11) / static_cast<double>(1ull << 53) * 2.0 - 1.0;
     norm += x * x;
   }
