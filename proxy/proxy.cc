@@ -303,7 +303,7 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
   for (;;) {
     auto now = Now();
     routing::LiveHealthView view(ctx_.rt.backends, health::ToNanos(now));
-    d = routing::Decide(ctx_.cfg, facts, ctx_.residency.allowed, view, now, worker_.Random());
+    d = routing::Decide(ctx_.cfg, facts, ctx_.residency.allowed, view, worker_.Random());
     if (d.outcome != routing::Outcome::kCapacity || now >= queue_deadline) break;
     watch_.Start();
     net::steady_timer t(worker_.ioc());

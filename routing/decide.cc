@@ -197,8 +197,7 @@ const char* OutcomeName(Outcome o) {
 }
 
 Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
-                const config::RegionSet& allowed, const HealthView& health, health::MonotonicTime,
-                uint64_t random) {
+                const config::RegionSet& allowed, const HealthView& health, uint64_t random) {
   Decision d;
   const config::Model& model = snap.models[facts.model];
   // TTFT is estimated per (backend, model): a 70B model's first token says

@@ -1,8 +1,10 @@
 // Backend selection (DESIGN.md §4 steps 6-7, §7 "Selection order"): a pure
 // function of the snapshot, the request's facts, the residency-allowed region
-// set, a view of live health/load, the time and a random number. It returns
-// the ordered attempt plan. The plan is built from the allowed set and
-// nothing else, so no retry or failover can leave it.
+// set, a view of live health/load and a random number. It returns the
+// ordered attempt plan. The plan is built from the allowed set and nothing
+// else, so no retry or failover can leave it. Time enters only through the
+// view, which is taken at a moment (whether an ejection has run out, how
+// fresh a TTFT sample is): Decide itself reads no clock.
 //
 // Order (docs/routing.md explains it with numbers):
 //  1. candidates = allowed ∩ serves the model ∩ fits (min_vram_gb, spot
@@ -29,7 +31,6 @@
 #include "absl/container/inlined_vector.h"
 #include "config/region_set.h"
 #include "config/snapshot.h"
-#include "health/time_source.h"
 #include "routing/ttft_estimate.h"
 
 namespace geogate::routing {
@@ -98,7 +99,6 @@ struct Decision {
 };
 
 Decision Decide(const config::Snapshot& snap, const RequestFacts& facts,
-                const config::RegionSet& allowed, const HealthView& health,
-                health::MonotonicTime now, uint64_t random);
+                const config::RegionSet& allowed, const HealthView& health, uint64_t random);
 
 }  // namespace geogate::routing

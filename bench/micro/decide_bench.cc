@@ -109,7 +109,7 @@ void BM_Decide(benchmark::State& state) {
   size_t plan = 0;
   for (auto _ : state) {
     random = random * 6364136223846793005ULL + 1442695040888963407ULL;
-    Decision d = Decide(*snap, facts, allowed, view, {}, random);
+    Decision d = Decide(*snap, facts, allowed, view, random);
     plan += d.plan.size();
     benchmark::DoNotOptimize(d);
   }

@@ -419,7 +419,7 @@ class Sim {
         q.model == kSmall ? snap.model_by_name.at("small") : snap.model_by_name.at("large"),
         &tenant};
     View view(*this, q.edge, q.model);
-    routing::Decision d = routing::Decide(snap, facts, allowed, view, {}, rng_());
+    routing::Decision d = routing::Decide(snap, facts, allowed, view, rng_());
     if (d.outcome == routing::Outcome::kRoute) {
       why_[d.why]++;
       return d.plan[0];

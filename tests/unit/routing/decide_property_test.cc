@@ -129,7 +129,7 @@ Case Generate(uint64_t seed) {
 
 Decision Run(const Case& c) {
   RequestFacts facts{c.model, c.has_tenant ? &c.tenant : nullptr};
-  return Decide(c.snap, facts, c.allowed, c.view, {}, c.random);
+  return Decide(c.snap, facts, c.allowed, c.view, c.random);
 }
 
 uint32_t Rank(const config::Model& m, const std::string& gpu) {

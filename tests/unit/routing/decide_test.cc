@@ -256,14 +256,14 @@ TEST_CASE("the plan never leaves the allowed regions", "[routing][decide][reside
   config::RegionSet eu(t.snap.regions.size());
   eu.insert(t.snap.region_by_name.at("far"));
   RequestFacts facts{0, nullptr};
-  Decision d = Decide(t.snap, facts, eu, t.view, {}, 7);
+  Decision d = Decide(t.snap, facts, eu, t.view, 7);
   CHECK(PlanNames(t.snap, d) == std::vector<std::string>{"far-1"});
   CHECK(std::string(d.why) == "only_candidate");
   CHECK(d.Reason(t.snap) == "far-1 ettft=110.0ms; only candidate");
 
   SECTION("an allowed backend down is 503 even with healthy ones elsewhere") {
     t.view[t.far].state = health::HealthState::kUnhealthy;
-    CHECK(Decide(t.snap, facts, eu, t.view, {}, 7).outcome == Outcome::kNoHealthy);
+    CHECK(Decide(t.snap, facts, eu, t.view, 7).outcome == Outcome::kNoHealthy);
   }
   SECTION("a model served only outside the allowed set is 451") {
     SnapshotBuilder sb;
@@ -274,7 +274,7 @@ TEST_CASE("the plan never leaves the allowed regions", "[routing][decide][reside
     v[0] = Healthy();
     config::RegionSet only_eu(2);
     only_eu.insert(0);
-    Decision denied = Decide(snap, facts, only_eu, v, {}, 7);
+    Decision denied = Decide(snap, facts, only_eu, v, 7);
     CHECK(denied.outcome == Outcome::kResidencyDenied);
     CHECK(std::string(denied.why) == "residency_denied");
   }
@@ -479,7 +479,7 @@ TEST_CASE("the worked example of docs/routing.md", "[routing][decide][docs]") {
   RequestFacts facts{0, nullptr};
 
   for (uint64_t random = 1; random <= 64; ++random) {
-    Decision d = Decide(snap, facts, eu, view, {}, random);
+    Decision d = Decide(snap, facts, eu, view, random);
     CHECK(PlanNames(snap, d) ==
           std::vector<std::string>{"eu-west-l4-res-2", "eu-west-l4-res-1", "eu-central-l4-od-1",
                                    "eu-central-h100-res-1", "eu-north-l4-res-1",
@@ -497,7 +497,7 @@ TEST_CASE("the worked example of docs/routing.md", "[routing][decide][docs]") {
   SECTION("the eu-west L4s 25 ms slower") {
     view[w1].ttft_ms += 25;
     view[w2].ttft_ms += 25;
-    Decision d = Decide(snap, facts, eu, view, {}, 1);
+    Decision d = Decide(snap, facts, eu, view, 1);
     CHECK(d.Reason(snap) ==
           "eu-central-l4-od-1 ettft=41.0ms; runner-up eu-central-h100-res-1 ettft=26.0ms lost "
           "on gpu preference");

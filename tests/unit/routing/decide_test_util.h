@@ -115,7 +115,7 @@ class VectorHealthView final : public HealthView {
 inline Decision DecideAll(const config::Snapshot& snap, const HealthView& view, uint64_t random = 1,
                           const config::Tenant* tenant = nullptr, size_t model = 0) {
   RequestFacts facts{model, tenant};
-  return Decide(snap, facts, snap.AllRegions(), view, health::MonotonicTime{}, random);
+  return Decide(snap, facts, snap.AllRegions(), view, random);
 }
 
 }  // namespace geogate::routing::testing

@@ -269,8 +269,7 @@ TEST_CASE("residency holds for 100k generated requests, on every attempt", "[res
       VectorHealth view(obs);
       size_t model = rng() % snap.models.size();
       routing::RequestFacts facts{model, tcfg};
-      routing::Decision d =
-          routing::Decide(snap, facts, decision.allowed, view, health::MonotonicTime{}, rng());
+      routing::Decision d = routing::Decide(snap, facts, decision.allowed, view, rng());
 
       // Independent expectation of the outcome.
       bool any_serving_allowed = false, any_routable = false, any_room = false;
