@@ -1,98 +1,57 @@
 #include "accounting/capacity_export.h"
 
-#include "accounting/showback_line.h"
-#include "common/json_text.h"
+#include <optional>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include "common/json.h"
 
 namespace geogate::gateway {
 namespace {
 
-void Key(std::string& out, std::string_view name) {
-  AppendJsonString(out, name);
-  out += ':';
-}
+namespace json = boost::json;
 
-void StringField(std::string& out, std::string_view name, std::string_view value) {
-  Key(out, name);
-  AppendJsonString(out, value);
-}
-
-void NumberField(std::string& out, std::string_view name, double value) {
-  Key(out, name);
-  AppendNumber(out, value);
+json::value OrNull(const std::optional<double>& v) {
+  return v ? json::value(*v) : json::value(nullptr);
 }
 
 }  // namespace
 
 std::string CapacityJson(const CapacityReport& r) {
-  std::string out = "{";
-  NumberField(out, "target_utilization", r.target_utilization);
-  out += ",\"pools\":[";
-  for (size_t i = 0; i < r.pools.size(); ++i) {
-    const PoolReport& p = r.pools[i];
-    if (i > 0) out += ',';
-    out += '{';
-    StringField(out, "region", p.region);
-    out += ',';
-    StringField(out, "gpu", p.gpu);
-    out += ',';
-    StringField(out, "model", p.model);
-    out += ',';
-    NumberField(out, "backends", p.routable_backends);
-    out += ',';
-    NumberField(out, "configured_backends", p.configured_backends);
-    out += ',';
-    NumberField(out, "capacity_per_backend", p.capacity_per_backend);
-    out += ",\"utilization\":{";
-    for (size_t w = 0; w < kUtilWindows; ++w) {
-      if (w > 0) out += ',';
-      Key(out, UtilWindowName(static_cast<UtilWindow>(w)));
-      if (p.utilization[w]) {
-        AppendNumber(out, *p.utilization[w]);
-      } else {
-        out += "null";
-      }
-    }
-    out += "},";
-    Key(out, "mean_inflight_5m");
-    if (p.mean_inflight_5m) {
-      AppendNumber(out, *p.mean_inflight_5m);
-    } else {
-      out += "null";
-    }
-    out += ',';
-    NumberField(out, "desired_backends", p.desired_backends);
-    out += ',';
-    StringField(out, "reason", p.reason);
-    out += '}';
+  json::array pools;
+  for (const PoolReport& p : r.pools) {
+    json::object utilization;
+    for (size_t w = 0; w < kUtilWindows; ++w)
+      utilization.emplace(UtilWindowName(static_cast<UtilWindow>(w)), OrNull(p.utilization[w]));
+    pools.emplace_back(json::object{{"region", p.region},
+                                    {"gpu", p.gpu},
+                                    {"model", p.model},
+                                    {"backends", p.routable_backends},
+                                    {"configured_backends", p.configured_backends},
+                                    {"capacity_per_backend", p.capacity_per_backend},
+                                    {"utilization", std::move(utilization)},
+                                    {"mean_inflight_5m", OrNull(p.mean_inflight_5m)},
+                                    {"desired_backends", p.desired_backends},
+                                    {"reason", p.reason}});
   }
-  out += "],\"reserved_idle\":[";
-  for (size_t i = 0; i < r.reserved_idle.size(); ++i) {
-    const ReservedIdle& g = r.reserved_idle[i];
-    if (i > 0) out += ',';
-    out += '{';
-    StringField(out, "region", g.region);
-    out += ',';
-    StringField(out, "gpu", g.gpu);
-    out += ',';
-    NumberField(out, "dollars_per_hour", g.dollars_per_hour);
-    out += ",\"backends\":[";
-    for (size_t k = 0; k < g.backends.size(); ++k) {
-      const ReservedIdleBackend& b = g.backends[k];
-      if (k > 0) out += ',';
-      out += '{';
-      StringField(out, "name", b.name);
-      out += ',';
-      NumberField(out, "utilization_5m", b.utilization_5m);
-      out += ',';
-      NumberField(out, "idle_share", b.idle_share);
-      out += ',';
-      NumberField(out, "dollars_per_hour", b.dollars_per_hour);
-      out += '}';
-    }
-    out += "]}";
+  json::array reserved_idle;
+  for (const ReservedIdle& g : r.reserved_idle) {
+    json::array backends;
+    for (const ReservedIdleBackend& b : g.backends)
+      backends.emplace_back(json::object{{"name", b.name},
+                                         {"utilization_5m", b.utilization_5m},
+                                         {"idle_share", b.idle_share},
+                                         {"dollars_per_hour", b.dollars_per_hour}});
+    reserved_idle.emplace_back(json::object{{"region", g.region},
+                                            {"gpu", g.gpu},
+                                            {"dollars_per_hour", g.dollars_per_hour},
+                                            {"backends", std::move(backends)}});
   }
-  out += "]}";
-  return out;
+  return SerializeJson(json::object{{"target_utilization", r.target_utilization},
+                                    {"pools", std::move(pools)},
+                                    {"reserved_idle", std::move(reserved_idle)}});
 }
 
 void WriteCapacityMetrics(PromWriter& w, const CapacityReport& r) {

@@ -1,53 +1,47 @@
 #include "accounting/showback_format.h"
 
-#include <charconv>
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include "accounting/showback_line.h"
-#include "common/json_text.h"
+#include "common/json.h"
 
 namespace geogate::gateway {
 namespace {
 
-void AppendInt(std::string& out, int64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
+namespace json = boost::json;
 
-/// Appends the value of usage field `i` of kShowbackUsageFields.
-void AppendUsageField(std::string& out, const ShowbackUsage& u, size_t i) {
+/// The value of usage field `i` of kShowbackUsageFields.
+json::value UsageField(const ShowbackUsage& u, size_t i) {
   switch (i) {
     case 0:
-      return AppendInt(out, static_cast<int64_t>(u.requests));
+      return u.requests;
     case 1:
-      return AppendInt(out, static_cast<int64_t>(u.estimated_requests));
+      return u.estimated_requests;
     case 2:
-      return AppendInt(out, u.prompt_tokens());
+      return u.prompt_tokens();
     case 3:
-      return AppendInt(out, u.completion_tokens());
+      return u.completion_tokens();
     case 4:
-      return AppendInt(out, u.estimated_prompt_tokens);
+      return u.estimated_prompt_tokens;
     case 5:
-      return AppendInt(out, u.estimated_completion_tokens);
+      return u.estimated_completion_tokens;
     case 6:
-      return AppendNumber(out, u.estimated_share());
+      return u.estimated_share();
     case 7:
-      return AppendNumber(out, u.gpu_seconds);
+      return u.gpu_seconds;
     case 8:
-      return AppendNumber(out, u.cost);
+      return u.cost;
   }
+  return nullptr;
 }
 
 constexpr size_t kUsageFields = std::size(kShowbackUsageFields);
 
-void AppendUsageJson(std::string& out, const ShowbackUsage& u, bool first) {
-  for (size_t i = 0; i < kUsageFields; ++i) {
-    if (!first || i > 0) out += ',';
-    out += '"';
-    out += kShowbackUsageFields[i];
-    out += "\":";
-    AppendUsageField(out, u, i);
-  }
+void AddUsage(json::object& out, const ShowbackUsage& u) {
+  for (size_t i = 0; i < kUsageFields; ++i)
+    out.emplace(kShowbackUsageFields[i], UsageField(u, i));
 }
 
 void AppendCsvField(std::string& out, std::string_view v) {
@@ -66,33 +60,27 @@ void AppendCsvField(std::string& out, std::string_view v) {
 }  // namespace
 
 std::string FormatShowbackJson(const ShowbackResult& r) {
-  std::string out = "{\"from\":\"";
-  out += FormatRfc3339(r.from_ms);
-  out += "\",\"to\":\"";
-  out += FormatRfc3339(r.to_ms);
-  out += "\",\"group_by\":[";
-  for (size_t i = 0; i < r.group_by.size(); ++i) {
-    if (i > 0) out += ',';
-    AppendJsonString(out, ShowbackDimName(r.group_by[i]));
+  json::array group_by;
+  for (ShowbackDim d : r.group_by)
+    group_by.emplace_back(ShowbackDimName(d));
+  json::array rows;
+  for (const ShowbackRow& x : r.rows) {
+    json::object row;
+    for (size_t i = 0; i < r.group_by.size(); ++i)
+      row.emplace(ShowbackDimName(r.group_by[i]), x.group[i]);
+    AddUsage(row, x.usage);
+    rows.emplace_back(std::move(row));
   }
-  out += "],\"rows\":[";
-  for (size_t row = 0; row < r.rows.size(); ++row) {
-    if (row > 0) out += ',';
-    out += '{';
-    const ShowbackRow& x = r.rows[row];
-    for (size_t i = 0; i < r.group_by.size(); ++i) {
-      if (i > 0) out += ',';
-      AppendJsonString(out, ShowbackDimName(r.group_by[i]));
-      out += ':';
-      AppendJsonString(out, x.group[i]);
-    }
-    AppendUsageJson(out, x.usage, r.group_by.empty());
-    out += '}';
-  }
-  out += "],\"totals\":{";
-  AppendUsageJson(out, r.totals, true);
-  out += "}}";
-  return out;
+  json::object totals;
+  AddUsage(totals, r.totals);
+  // emplace, not an initializer list: those copy, and rows may be many.
+  json::object doc;
+  doc.emplace("from", FormatRfc3339(r.from_ms));
+  doc.emplace("to", FormatRfc3339(r.to_ms));
+  doc.emplace("group_by", std::move(group_by));
+  doc.emplace("rows", std::move(rows));
+  doc.emplace("totals", std::move(totals));
+  return SerializeJson(doc);
 }
 
 std::string FormatShowbackCsv(const ShowbackResult& r) {
@@ -113,7 +101,7 @@ std::string FormatShowbackCsv(const ShowbackResult& r) {
     }
     for (size_t i = 0; i < kUsageFields; ++i) {
       if (i > 0) out += ',';
-      AppendUsageField(out, x.usage, i);
+      out += SerializeJson(UsageField(x.usage, i));  // a number, as in the JSON
     }
     out += "\r\n";
   }

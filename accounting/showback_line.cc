@@ -1,17 +1,17 @@
 #include "accounting/showback_line.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 
+#include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/json_text.h"
+#include "common/json.h"
 
 namespace geogate::gateway {
 namespace {
@@ -19,18 +19,6 @@ namespace {
 namespace json = boost::json;
 
 constexpr int64_t kLineVersion = 1;
-
-void Field(std::string& out, std::string_view name) {
-  out += ",\"";
-  out += name;
-  out += "\":";
-}
-
-void AppendInt(std::string& out, int64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
 
 std::optional<int64_t> Int(const json::object& o, const char* key) {
   const json::value* v = o.if_contains(key);
@@ -52,48 +40,32 @@ std::optional<double> Double(const json::object& o, const char* key) {
 
 }  // namespace
 
-void AppendNumber(std::string& out, double v) {
-  if (!std::isfinite(v)) v = 0;
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
 std::string FormatRfc3339(int64_t unix_ms) {
   // absl's RFC3339_sec writes UTC as "+00:00"; "Z" is what people and
   // warehouses expect.
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(unix_ms), absl::UTCTimeZone());
 }
 
+// Not the request path: one line per closed minute bucket, written when
+// the store flushes, so Boost.JSON rather than a specialised writer.
 void AppendShowbackLine(const ShowbackBucket& b, std::string_view edge, std::string& out) {
-  out += "{\"v\":1,\"minute\":\"";
-  out += FormatRfc3339(b.minute_ms);
-  out += "\",\"unix_ms\":";
-  AppendInt(out, b.minute_ms);
-  Field(out, "edge");
-  AppendJsonString(out, edge);
-  for (size_t i = 0; i < kShowbackDims; ++i) {
-    Field(out, ShowbackDimName(static_cast<ShowbackDim>(i)));
-    AppendJsonString(out, b.dims[i]);
-  }
+  json::object line{{"v", kLineVersion},
+                    {"minute", FormatRfc3339(b.minute_ms)},
+                    {"unix_ms", b.minute_ms},
+                    {"edge", edge}};
+  for (size_t i = 0; i < kShowbackDims; ++i)
+    line.emplace(ShowbackDimName(static_cast<ShowbackDim>(i)), b.dims[i]);
   const ShowbackUsage& u = b.usage;
-  Field(out, "requests");
-  AppendInt(out, static_cast<int64_t>(u.requests));
-  Field(out, "estimated_requests");
-  AppendInt(out, static_cast<int64_t>(u.estimated_requests));
-  Field(out, "reported_prompt_tokens");
-  AppendInt(out, u.reported_prompt_tokens);
-  Field(out, "reported_completion_tokens");
-  AppendInt(out, u.reported_completion_tokens);
-  Field(out, "estimated_prompt_tokens");
-  AppendInt(out, u.estimated_prompt_tokens);
-  Field(out, "estimated_completion_tokens");
-  AppendInt(out, u.estimated_completion_tokens);
-  Field(out, "gpu_seconds");
-  AppendNumber(out, u.gpu_seconds);
-  Field(out, "cost");
-  AppendNumber(out, u.cost);
-  out += "}\n";
+  line.emplace("requests", u.requests);
+  line.emplace("estimated_requests", u.estimated_requests);
+  line.emplace("reported_prompt_tokens", u.reported_prompt_tokens);
+  line.emplace("reported_completion_tokens", u.reported_completion_tokens);
+  line.emplace("estimated_prompt_tokens", u.estimated_prompt_tokens);
+  line.emplace("estimated_completion_tokens", u.estimated_completion_tokens);
+  line.emplace("gpu_seconds", u.gpu_seconds);
+  line.emplace("cost", u.cost);
+  out += SerializeJson(line);
+  out += '\n';
 }
 
 absl::StatusOr<ShowbackBucket> ParseShowbackLine(std::string_view line) {

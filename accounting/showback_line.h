@@ -22,10 +22,6 @@ void AppendShowbackLine(const ShowbackBucket& bucket, std::string_view edge, std
 /// @return the bucket, or what is wrong with the line.
 absl::StatusOr<ShowbackBucket> ParseShowbackLine(std::string_view line);
 
-/// Appends a finite double in the shortest form that reads back exactly
-/// ("0.1", "2.49", "1e-05"); NaN and infinities, which JSON cannot hold, as 0.
-void AppendNumber(std::string& out, double v);
-
 /// RFC 3339 UTC with second precision: "2025-03-01T10:05:00Z".
 std::string FormatRfc3339(int64_t unix_ms);
 

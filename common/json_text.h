@@ -1,5 +1,7 @@
 // JSON string literals written straight into a buffer: the escaper of the
-// hand-written JSON text writers.
+// one hand-written JSON writer, the access log's (observability/
+// access_log.cc), which is on the request path. Every other JSON text goes
+// through Boost.JSON (common/json.h).
 #pragma once
 
 #include <cstddef>

@@ -7,9 +7,8 @@
 #include <ctime>
 #include <mutex>
 #include <string>
-#include <type_traits>
 
-#include "common/json_text.h"
+#include "common/json.h"
 
 namespace geogate::gateway {
 
@@ -28,33 +27,14 @@ void Write(const char* level, std::string_view component, std::string_view messa
   std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<int>(ms % 1000));
-  std::string line = "{\"ts\":\"";
-  line += ts;
-  line += "\",\"level\":\"";
-  line += level;
-  line += "\",\"component\":";
-  AppendJsonString(line, component);
-  line += ",\"msg\":";
-  AppendJsonString(line, message);
-  for (const LogField& f : fields) {
-    line += ',';
-    AppendJsonString(line, f.key);
-    line += ':';
-    std::visit(
-        [&line](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, std::string_view>)
-            AppendJsonString(line, v);
-          else if constexpr (std::is_same_v<T, bool>)
-            line += v ? "true" : "false";
-          else
-            line += std::to_string(v);
-        },
-        f.value);
-  }
-  line += "}\n";
+  boost::json::object line{
+      {"ts", ts}, {"level", level}, {"component", component}, {"msg", message}};
+  for (const LogField& f : fields)
+    std::visit([&](const auto& v) { line.emplace(f.key, v); }, f.value);
+  std::string text = SerializeJson(line);
+  text += '\n';
   std::lock_guard<std::mutex> lock(g_mu);
-  ssize_t unused = ::write(STDERR_FILENO, line.data(), line.size());
+  ssize_t unused = ::write(STDERR_FILENO, text.data(), text.size());
   (void)unused;
 }
 

@@ -1,8 +1,6 @@
 #include "proxy/openai_error.h"
 
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
+#include "common/json.h"
 
 namespace geogate::gateway {
 
@@ -57,16 +55,8 @@ ErrorSpec SpecOf(ErrorKind kind) {
 }
 
 static std::string ErrorObject(std::string_view message, const char* type, const char* code) {
-  std::string out;
-  out.reserve(96 + message.size());
-  out += R"({"error":{"message":)";
-  AppendJsonString(out, message);
-  out += R"(,"type":")";
-  out += type;
-  out += R"(","code":")";
-  out += code;
-  out += R"("}})";
-  return out;
+  return SerializeJson(boost::json::object{
+      {"error", boost::json::object{{"message", message}, {"type", type}, {"code", code}}}});
 }
 
 std::string ErrorBody(ErrorKind kind, std::string_view message) {

@@ -6,8 +6,6 @@
 #include <string>
 #include <string_view>
 
-#include "common/json_text.h"
-
 namespace geogate::gateway {
 
 enum class ErrorKind : uint8_t {

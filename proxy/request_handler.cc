@@ -9,6 +9,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include "accounting/budget_tracker.h"
+#include "common/json.h"
 #include "proxy/headers.h"
 #include "proxy/proxy.h"
 #include "proxy/request_context.h"
@@ -162,20 +163,19 @@ net::awaitable<bool> HandleModels(RequestContext& ctx) {
   ResolveGeo(ctx);
   if (std::optional<Refusal> refusal = ResidencyRefusal(ctx))
     co_return co_await Fail(ctx, refusal->kind, refusal->message);
-  std::string body = R"({"object":"list","data":[)";
-  bool first = true;
+  boost::json::array data;
   for (size_t m = 0; m < ctx.cfg.models.size(); ++m) {
     bool served = false;
     for (size_t b : ctx.cfg.backends_by_model[m])
       served = served || ctx.residency.allowed.contains(ctx.cfg.backends[b].region_index);
     if (!served) continue;
-    if (!first) body += ',';
-    first = false;
-    body += R"({"id":)";
-    AppendJsonString(body, ctx.cfg.models[m].name);
-    body += R"(,"object":"model","created":0,"owned_by":"geogate"})";
+    data.push_back(boost::json::object{{"id", ctx.cfg.models[m].name},
+                                       {"object", "model"},
+                                       {"created", 0},
+                                       {"owned_by", "geogate"}});
   }
-  body += "]}";
+  std::string body =
+      SerializeJson(boost::json::object{{"object", "list"}, {"data", std::move(data)}});
   http::response<http::string_body> res{http::status::ok, ctx.req.version()};
   res.set(http::field::content_type, "application/json");
   res.set(http::field::server, "geogate");

@@ -13,8 +13,12 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value_from.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "proxy/openai_error.h"
 #include "server/server.h"
 
@@ -74,15 +78,6 @@ net::awaitable<void> Refuse(beast::tcp_stream& stream, ErrorKind kind, std::stri
     if (rec) break;
     total += rn;
   }
-}
-
-std::string JsonList(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i != 0) out += ',';
-    AppendJsonString(out, items[i]);
-  }
-  return out + "]";
 }
 
 }  // namespace
@@ -195,12 +190,16 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
     } else if (path == "/admin/reload" && post) {
       ReloadOutcome r = server_.Reload("POST /admin/reload");
       json(r.ok ? http::status::ok : http::status::unprocessable_entity,
-           absl::StrCat("{\"ok\":", r.ok ? "true" : "false", ",\"generation\":", r.generation,
-                        ",\"backends\":", JsonList({r.backend_changes}), ",\"errors\":",
-                        JsonList(r.errors), ",\"warnings\":", JsonList(r.warnings), "}"));
+           SerializeJson(boost::json::object{
+               {"ok", r.ok},
+               {"generation", r.generation},
+               {"backends", boost::json::array{r.backend_changes}},
+               {"errors", boost::json::value_from(r.errors)},
+               {"warnings", boost::json::value_from(r.warnings)},
+           }));
     } else if (path == "/admin/drain" && post) {
       server_.BeginDrain("POST /admin/drain");
-      json(http::status::accepted, "{\"draining\":true}");
+      json(http::status::accepted, SerializeJson(boost::json::object{{"draining", true}}));
     } else {
       json(http::status::not_found,
            ErrorBody(ErrorKind::kNotFound,

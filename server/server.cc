@@ -17,6 +17,9 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/socket_base.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,6 +28,7 @@
 #include "accounting/showback_counters.h"
 #include "accounting/showback_format.h"
 #include "accounting/showback_query.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "config/loader.h"
@@ -40,6 +44,7 @@
 namespace geogate::gateway {
 
 using net::ip::tcp;
+namespace json = boost::json;
 
 namespace {
 
@@ -644,90 +649,78 @@ std::string Server::BackendsJson() const {
   const config::Snapshot& cfg = *rt.config;
   int64_t now = health::ToNanos(std::chrono::steady_clock::now());
   int64_t wall_ms = absl::ToUnixMillis(absl::Now());
-  std::string out = "[";
+  // A monotonic time as Unix milliseconds, or null for "never" (0).
+  auto wall = [&](int64_t mono_ns) {
+    return mono_ns == 0 ? json::value(nullptr) : json::value(wall_ms + (mono_ns - now) / 1'000'000);
+  };
+  // Milliseconds to the microsecond, or null for "no sample" (< 0).
+  auto ms = [](double v) {
+    return v < 0 ? json::value(nullptr) : json::value(std::round(v * 1000) / 1000);
+  };
+  json::array out;
   for (size_t i = 0; i < cfg.backends.size(); ++i) {
     const config::Backend& b = cfg.backends[i];
     const health::BackendState& s = *rt.backends[i];
     routing::BackendObservation o = routing::ObserveState(s, now);
-    if (i != 0) out += ',';
-    out += "{\"name\":";
-    AppendJsonString(out, b.name);
-    out += ",\"region\":";
-    AppendJsonString(out, cfg.regions[b.region_index].name);
-    out += ",\"url\":";
-    AppendJsonString(out, b.url);
-    out += ",\"gpu\":";
-    AppendJsonString(out, b.gpu);
-    out += ",\"provider\":";
-    AppendJsonString(out, b.provider);
-    out += ",\"tier\":";
-    AppendJsonString(out, config::TierName(b.tier));
-    int64_t ejected_until = s.ejected_until_ns.load();
-    int64_t since = s.since_ns.load();
-    auto wall = [&](int64_t mono_ns) { return wall_ms + (mono_ns - now) / 1'000'000; };
-    absl::StrAppend(&out, ",\"healthy\":", o.routable() ? "true" : "false", ",\"state\":\"",
-                    health::HealthStateName(o.state), "\",\"reason\":\"",
-                    health::FailureReasonName(s.reason.load()), "\"");
-    auto num = [&](const char* k, double v) {
-      if (v < 0)
-        absl::StrAppend(&out, ",\"", k, "\":null");
-      else
-        absl::StrAppend(&out, ",\"", k, "\":", FormatValue(std::round(v * 1000) / 1000));
-    };
-    num("rtt_ms", o.rtt_ms);
-    num("ttft_ms", o.ttft_ms);
-    num("expected_ttft_ms", routing::ExpectedTtftMs(cfg, i, o));
-    absl::StrAppend(&out, ",\"inflight\":", o.inflight, ",\"capacity\":", b.capacity,
-                    ",\"utilization\":", FormatValue(static_cast<double>(o.inflight) / b.capacity));
-    if (ejected_until != 0)
-      absl::StrAppend(&out, ",\"ejected_until\":", wall(ejected_until));
-    else
-      out += ",\"ejected_until\":null";
-    absl::StrAppend(
-        &out, ",\"ejections\":", s.ejections.load(),
-        ",\"consecutive_failures\":", s.consecutive_failures.load(),
-        ",\"last_change\":", since == 0 ? std::string("null") : std::to_string(wall(since)));
-    out += '}';
+    out.emplace_back(json::object{
+        {"name", b.name},
+        {"region", cfg.regions[b.region_index].name},
+        {"url", b.url},
+        {"gpu", b.gpu},
+        {"provider", b.provider},
+        {"tier", config::TierName(b.tier)},
+        {"healthy", o.routable()},
+        {"state", health::HealthStateName(o.state)},
+        {"reason", health::FailureReasonName(s.reason.load())},
+        {"rtt_ms", ms(o.rtt_ms)},
+        {"ttft_ms", ms(o.ttft_ms)},
+        {"expected_ttft_ms", ms(routing::ExpectedTtftMs(cfg, i, o))},
+        {"inflight", o.inflight},
+        {"capacity", b.capacity},
+        {"utilization", static_cast<double>(o.inflight) / b.capacity},
+        {"ejected_until", wall(s.ejected_until_ns.load())},
+        {"ejections", s.ejections.load()},
+        {"consecutive_failures", s.consecutive_failures.load()},
+        {"last_change", wall(s.since_ns.load())},
+    });
   }
-  out += "]";
-  return out;
+  return SerializeJson(out);
 }
 
 std::string Server::ConfigJson() const {
   const Runtime& rt = *current_;
   const config::Snapshot& cfg = *rt.config;
-  std::string out = "{\"hash\":";
-  AppendJsonString(out, cfg.hash);
-  out += ",\"source\":";
-  AppendJsonString(out, cfg.source_path);
-  absl::StrAppend(&out, ",\"generation\":", rt.generation, ",\"loaded_at\":\"",
-                  absl::FormatTime(absl::RFC3339_sec, cfg.loaded_at, absl::UTCTimeZone()),
-                  "\",\"edge\":");
-  AppendJsonString(out, cfg.gateway.edge);
-  absl::StrAppend(&out, ",\"regions\":", cfg.regions.size(), ",\"backends\":", cfg.backends.size(),
-                  ",\"models\":", cfg.models.size(), ",\"residency_rules\":", cfg.residency.size(),
-                  ",\"tenants\":", cfg.tenants.size(),
-                  ",\"reloads\":{\"success\":", reloads_ok_.load(),
-                  ",\"failure\":", reloads_failed_.load(), "}}");
-  return out;
+  return SerializeJson(json::object{
+      {"hash", cfg.hash},
+      {"source", cfg.source_path},
+      {"generation", rt.generation},
+      {"loaded_at", absl::FormatTime(absl::RFC3339_sec, cfg.loaded_at, absl::UTCTimeZone())},
+      {"edge", cfg.gateway.edge},
+      {"regions", cfg.regions.size()},
+      {"backends", cfg.backends.size()},
+      {"models", cfg.models.size()},
+      {"residency_rules", cfg.residency.size()},
+      {"tenants", cfg.tenants.size()},
+      {"reloads",
+       json::object{{"success", reloads_ok_.load()}, {"failure", reloads_failed_.load()}}},
+  });
 }
 
 std::string Server::GeoJson() const {
   const Runtime& rt = *current_;
-  if (!rt.geo) return R"({"database":null})";
+  if (!rt.geo) return SerializeJson(json::object{{"database", nullptr}});
   routing::GeoDbInfo info = rt.geo->Info();
-  std::string out = "{\"database\":";
-  AppendJsonString(out, info.path);
-  out += ",\"type\":";
-  AppendJsonString(out, info.database_type);
-  absl::StrAppend(&out, ",\"build_epoch\":", info.build_epoch, ",\"build_time\":\"",
-                  absl::FormatTime(absl::RFC3339_sec, absl::FromUnixSeconds(info.build_epoch),
-                                   absl::UTCTimeZone()),
-                  "\",\"ip_version\":", info.ip_version, ",\"node_count\":", info.node_count,
-                  ",\"country_field\":");
-  AppendJsonString(out, rt.config->geo.country_field);
-  absl::StrAppend(&out, ",\"reload_failures\":", geo_reload_failures_, "}");
-  return out;
+  return SerializeJson(json::object{
+      {"database", info.path},
+      {"type", info.database_type},
+      {"build_epoch", info.build_epoch},
+      {"build_time", absl::FormatTime(absl::RFC3339_sec, absl::FromUnixSeconds(info.build_epoch),
+                                      absl::UTCTimeZone())},
+      {"ip_version", info.ip_version},
+      {"node_count", info.node_count},
+      {"country_field", rt.config->geo.country_field},
+      {"reload_failures", geo_reload_failures_},
+  });
 }
 
 }  // namespace geogate::gateway

@@ -271,5 +271,40 @@ TEST_CASE("capacity JSON and metrics", "[capacity][export]") {
   CHECK(text.find("gpu=\"L4\"} ") == std::string::npos);  // no reserved L4: no idle sample
 }
 
+TEST_CASE("the capacity JSON has the documented member order and number text", "[capacity]") {
+  // docs/showback.md, "/admin/capacity": the same report, written by hand.
+  CapacityReport r;
+  PoolReport p;
+  p.region = "eu-west";
+  p.gpu = "H100";
+  p.model = "llama-3.1-70b";
+  p.routable_backends = 3;
+  p.configured_backends = 3;
+  p.capacity_per_backend = 64;
+  p.utilization = {0.95, 0.921875, 0.8};
+  p.mean_inflight_5m = 177;
+  p.desired_backends = 4;
+  p.reason = "5m utilization 0.92 -> 4 backends";
+  r.pools.push_back(p);
+  p.model = "\"odd\"";
+  p.utilization = {std::nullopt, std::nullopt, std::nullopt};
+  p.mean_inflight_5m = std::nullopt;
+  r.pools.push_back(p);
+  r.reserved_idle.push_back({"eu-west", "H100", 0.389, {{"eu-h100-r1", 0.195, 0.156, 0.389}}});
+  CHECK(CapacityJson(r) ==
+        R"({"target_utilization":0.7,)"
+        R"("pools":[{"region":"eu-west","gpu":"H100","model":"llama-3.1-70b","backends":3,)"
+        R"("configured_backends":3,"capacity_per_backend":64,)"
+        R"("utilization":{"1m":0.95,"5m":0.921875,"15m":0.8},"mean_inflight_5m":177,)"
+        R"("desired_backends":4,"reason":"5m utilization 0.92 -> 4 backends"},)"
+        R"({"region":"eu-west","gpu":"H100","model":"\"odd\"","backends":3,)"
+        R"("configured_backends":3,"capacity_per_backend":64,)"
+        R"("utilization":{"1m":null,"5m":null,"15m":null},"mean_inflight_5m":null,)"
+        R"("desired_backends":4,"reason":"5m utilization 0.92 -> 4 backends"}],)"
+        R"("reserved_idle":[{"region":"eu-west","gpu":"H100","dollars_per_hour":0.389,)"
+        R"("backends":[{"name":"eu-h100-r1","utilization_5m":0.195,)"
+        R"("idle_share":0.156,"dollars_per_hour":0.389}]}]})");
+}
+
 }  // namespace
 }  // namespace geogate::gateway

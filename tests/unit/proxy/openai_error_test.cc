@@ -66,3 +66,14 @@ TEST_CASE("the mid-stream error event is one SSE data event with stream_interrup
   CHECK(v.at("error").at("type").as_string() == "upstream_error");
   CHECK(v.at("error").at("message").as_string() == "backend died");
 }
+
+TEST_CASE("error bodies keep their exact shape: error{message, type, code}", "[errors]") {
+  CHECK(ErrorBody(ErrorKind::kModelNotFound, "no model \"x\"") ==
+        R"({"error":{"message":"no model \"x\"","type":"invalid_request_error",)"
+        R"("code":"model_not_found"}})");
+  CHECK(StreamErrorEvent("backend died") ==
+        "data: "
+        R"({"error":{"message":"backend died","type":"upstream_error",)"
+        R"("code":"stream_interrupted"}})"
+        "\n\n");
+}
