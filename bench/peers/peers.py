@@ -13,6 +13,7 @@ Processes are stopped by their own PID only (never by name).
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -24,10 +25,12 @@ from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-LANES = ("fast", "tls", "sse", "paced", "probe", "long")
+LANES = ("fast", "tls", "sse", "burst", "paced", "probe", "long")
 #: The model each lane's requests name; geogate routes on it.
-MODELS = {"fast": "llama-3.1-8b", "tls": "llama-3.1-8b", "sse": "sse", "paced": "paced",
-          "probe": "probe", "long": "long"}
+MODELS = {"fast": "llama-3.1-8b", "tls": "llama-3.1-8b", "sse": "sse", "burst": "burst",
+          "paced": "paced", "probe": "probe", "long": "long"}
+#: Tokens per SSE response in the sse and burst lanes.
+SSE_TOKENS = 64
 #: Idle upstream keep-alive connections per worker, equal for every proxy.
 POOL = 1024
 #: What every client sends: a documentation address the geo fixture puts in
@@ -210,11 +213,30 @@ STATIC_BODY = ('{"id":"chatcmpl-static","object":"chat.completion","created":0,'
                '"completion_tokens":16,"total_tokens":22}}')
 
 
+def fetch_stream(port: int, model: str, as_model: str, tokens: int) -> str:
+    """One whole SSE response of `model` from gpusim, asked for as geogate
+    asks (with the usage chunk), naming `as_model`: the body the static
+    burst responder replays."""
+    body = json.dumps({"model": model, "stream": True, "max_tokens": tokens,
+                       "stream_options": {"include_usage": True},
+                       "messages": [{"role": "user", "content": "Count to sixty-four."}]})
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                 data=body.encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        text = r.read().decode().replace(f'"model":"{model}"', f'"model":"{as_model}"')
+    if text.count("data:") < tokens + 2 or "[DONE]" not in text:
+        raise StartError(f"gpusim sent an unexpected stream for the burst responder:\n{text[:500]}")
+    return text
+
+
 class Upstreams:
     """The upstream of every lane, all pinned to `cpus`:
     fast  - non-streaming answers: gpusim with no delays, or the static NGINX responder;
     tls   - the same answers over TLS (only the "upstream direct" row uses it);
-    sse   - 64-token SSE streams with no delays (gpusim);
+    sse   - 64-token SSE streams with no delays (gpusim: one write per token);
+    burst - the same 64-token stream, whole, in one write (the static NGINX
+            responder replays a stream gpusim sent once), so the proxies and
+            not the upstream are the limit;
     paced - tokens on a shared 2 ms decode grid (gpusim --decode-step-ms 2);
     probe - first token at once, then 5 ms apart (gpusim), for TTFT probes;
     long  - one token a second for a long time (gpusim), for the memory test.
@@ -236,32 +258,45 @@ class Upstreams:
 
     def start(self) -> "Upstreams":
         cert, key, _ = self.tls
-        if self.fast_kind == "static":
-            sdir = os.path.join(self.dir, "static")
-            os.makedirs(sdir, exist_ok=True)
-            self.ports["fast"], self.ports["tls"] = free_port(), free_port()
-            conf = render("static-upstream.conf.in", os.path.join(sdir, "nginx.conf"),
-                          user_line=user_line(), nofile=nofile(), dir=sdir, port=self.ports["fast"],
-                          port_tls=self.ports["tls"], tls_cert=cert, tls_key=key, body=STATIC_BODY)
-            self.procs["fast"] = Proc("static", ["nginx", "-p", sdir, "-c", conf, "-e",
-                                                 os.path.join(sdir, "nginx-error.log")],
-                                      self.cpus, os.path.join(sdir, "stdout.log")).start()
-        else:
+        if self.fast_kind != "static":
             self._sim("fast", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "16")
             self._sim("tls", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "16",
                       "--tls-cert", cert, "--tls-key", key)
-        self._sim("sse", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "64")
+        self._sim("sse", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", str(SSE_TOKENS))
         self._sim("paced", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "64",
                   "--decode-step-ms", "2")
         self._sim("probe", "--ttft-ms", "0", "--token-interval-ms", "5", "--tokens", "8")
         self._sim("long", "--ttft-ms", "0", "--token-interval-ms", "1000", "--tokens", "100000",
                   "--max-tokens-cap", "1000000")
         for lane, port in self.ports.items():
-            wait_port(port, self.procs.get(lane) or self.procs["fast"])
+            wait_port(port, self.procs[lane])
+        # The static responder: the burst lane always, the fast and TLS lanes
+        # when it is their upstream.
+        stream = fetch_stream(self.ports["sse"], MODELS["sse"], MODELS["burst"], SSE_TOKENS)
+        sdir = os.path.join(self.dir, "static")
+        os.makedirs(sdir, exist_ok=True)
+        with open(os.path.join(sdir, "stream.sse"), "w") as f:
+            f.write(stream)
+        static_ports = {"fast": free_port(), "tls": free_port(), "burst": free_port()}
+        conf = render("static-upstream.conf.in", os.path.join(sdir, "nginx.conf"),
+                      user_line=user_line(), nofile=nofile(), dir=sdir, port=static_ports["fast"],
+                      port_tls=static_ports["tls"], port_burst=static_ports["burst"],
+                      tls_cert=cert, tls_key=key, body=STATIC_BODY)
+        self.procs["static"] = Proc("static", ["nginx", "-p", sdir, "-c", conf, "-e",
+                                               os.path.join(sdir, "nginx-error.log")],
+                                    self.cpus, os.path.join(sdir, "stdout.log")).start()
+        self.ports["burst"] = static_ports["burst"]
+        if self.fast_kind == "static":
+            self.ports["fast"], self.ports["tls"] = static_ports["fast"], static_ports["tls"]
+        for port in static_ports.values():
+            wait_port(port, self.procs["static"])
         return self
 
+    def _proc(self, lane: str) -> Proc:
+        return self.procs.get(lane) or self.procs["static"]
+
     def pids(self, lane: str) -> list[int]:
-        return process_tree((self.procs.get(lane) or self.procs["fast"]).pid)
+        return process_tree(self._proc(lane).pid)
 
     def all_pids(self) -> list[int]:
         return [p for proc in self.procs.values() for p in process_tree(proc.pid)]
@@ -370,12 +405,30 @@ class Geogate(_Proxy):
 
 
 class Haproxy(_Proxy):
+    """HAProxy; bare=True: no access log, X-Forwarded-For or request id."""
     key, label = "haproxy", "HAProxy"
+
+    def __init__(self, *args, bare: bool = False, **kw):
+        if bare:
+            self.key, self.label = "haproxy-bare", "HAProxy bare"
+        super().__init__(*args, **kw)
+        self.bare = bare
+
+    def _mode(self) -> dict:
+        if self.bare:
+            return {"log_global": "", "log_defaults": "", "forwardfor": "",
+                    "request_id_defaults": "", "request_id_frontend": ""}
+        return {"log_global": "log stdout format raw local0",
+                "log_defaults": "log global\n    option httplog",
+                "forwardfor": "option forwardfor",
+                "request_id_defaults": "unique-id-format %{+X}o%ci:%cp_%fi:%fp_%Ts_%rt:%pid\n"
+                                       "    unique-id-header X-Request-ID",
+                "request_id_frontend": "http-response set-header X-Request-ID %[unique-id]"}
 
     def start(self) -> "Haproxy":
         self.ports = {lane: free_port() for lane in LANES}
         conf = render("haproxy.cfg.in", os.path.join(self.dir, "haproxy.cfg"), **self._values(),
-                      **{f"port_{lane}": p for lane, p in self.ports.items()})
+                      **self._mode(), **{f"port_{lane}": p for lane, p in self.ports.items()})
         check = subprocess.run(["haproxy", "-c", "-f", conf], capture_output=True, text=True)
         if check.returncode != 0:
             raise StartError(f"haproxy -c rejected {conf}:\n{check.stdout}{check.stderr}")
@@ -389,12 +442,27 @@ class Haproxy(_Proxy):
 
 
 class Nginx(_Proxy):
+    """NGINX; bare=True: no access log, X-Forwarded-For or request id."""
     key, label = "nginx", "NGINX"
+
+    def __init__(self, *args, bare: bool = False, **kw):
+        if bare:
+            self.key, self.label = "nginx-bare", "NGINX bare"
+        super().__init__(*args, **kw)
+        self.bare = bare
+
+    def _mode(self) -> dict:
+        if self.bare:
+            return {"access_log": "access_log off;", "request_id_headers": ""}
+        return {"access_log": f"access_log {self.dir}/access.log combined buffer=64k flush=1s;",
+                "request_id_headers": "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
+                                      "    proxy_set_header X-Request-ID $request_id;\n"
+                                      "    add_header X-Request-ID $request_id always;"}
 
     def start(self) -> "Nginx":
         self.ports = {lane: free_port() for lane in LANES}
         conf = render("nginx.conf.in", os.path.join(self.dir, "nginx.conf"), **self._values(),
-                      **{f"port_{lane}": p for lane, p in self.ports.items()})
+                      **self._mode(), **{f"port_{lane}": p for lane, p in self.ports.items()})
         args = ["nginx", "-p", self.dir, "-c", conf, "-e", os.path.join(self.dir, "nginx-error.log")]
         check = subprocess.run(args + ["-t", "-q"], capture_output=True, text=True)
         if check.returncode != 0:
