@@ -157,25 +157,21 @@ class TenantSlot {
   TenantState* state_ = nullptr;
 };
 
-net::awaitable<bool> HandleModels(RequestContext& ctx) {
-  if (!Authenticate(ctx))
-    co_return co_await Fail(ctx, ErrorKind::kInvalidApiKey, "invalid or missing API key");
-  ResolveGeo(ctx);
-  if (std::optional<Refusal> refusal = ResidencyRefusal(ctx))
-    co_return co_await Fail(ctx, refusal->kind, refusal->message);
-  boost::json::array data;
-  for (size_t m = 0; m < ctx.cfg.models.size(); ++m) {
-    bool served = false;
-    for (size_t b : ctx.cfg.backends_by_model[m])
-      served = served || ctx.residency.allowed.contains(ctx.cfg.backends[b].region_index);
-    if (!served) continue;
-    data.push_back(boost::json::object{{"id", ctx.cfg.models[m].name},
-                                       {"object", "model"},
-                                       {"created", 0},
-                                       {"owned_by", "geogate"}});
-  }
-  std::string body =
-      SerializeJson(boost::json::object{{"object", "list"}, {"data", std::move(data)}});
+boost::json::object ModelObject(std::string_view name) {
+  return boost::json::object{
+      {"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "geogate"}};
+}
+
+// Whether a backend in the client's allowed regions serves model `m`.
+bool ServedInAllowedSet(const RequestContext& ctx, size_t m) {
+  for (size_t b : ctx.cfg.backends_by_model[m])
+    if (ctx.residency.allowed.contains(ctx.cfg.backends[b].region_index)) return true;
+  return false;
+}
+
+// A JSON answer of the gateway's own; no body for HEAD (its Content-Length is
+// still that of the GET answer).
+net::awaitable<bool> SendJson(RequestContext& ctx, std::string body) {
   http::response<http::string_body> res{http::status::ok, ctx.req.version()};
   res.set(http::field::content_type, "application/json");
   res.set(http::field::server, "geogate");
@@ -185,9 +181,44 @@ net::awaitable<bool> HandleModels(RequestContext& ctx) {
   ctx.status = 200;
   bool keep_alive =
       ctx.req.keep_alive() && !ctx.worker.shared().draining.load(std::memory_order_relaxed);
-  bool ok = co_await ctx.session.Send(res, keep_alive);
+  bool ok = co_await ctx.session.Send(res, keep_alive, ctx.req.method() == http::verb::head);
   if (!ok) ctx.outcome = RequestOutcome::kClientClosed;
   co_return ok&& keep_alive;
+}
+
+// GET /v1/models: the models a backend in the client's allowed set serves.
+net::awaitable<bool> HandleModels(RequestContext& ctx) {
+  if (!Authenticate(ctx))
+    co_return co_await Fail(ctx, ErrorKind::kInvalidApiKey, "invalid or missing API key");
+  ResolveGeo(ctx);
+  if (std::optional<Refusal> refusal = ResidencyRefusal(ctx))
+    co_return co_await Fail(ctx, refusal->kind, refusal->message);
+  boost::json::array data;
+  for (size_t m = 0; m < ctx.cfg.models.size(); ++m)
+    if (ServedInAllowedSet(ctx, m)) data.push_back(ModelObject(ctx.cfg.models[m].name));
+  // A named local, not a braced temporary in the co_await's arguments (GCC
+  // 12 mishandles those across a suspension).
+  std::string body =
+      SerializeJson(boost::json::object{{"object", "list"}, {"data", std::move(data)}});
+  co_return co_await SendJson(ctx, std::move(body));
+}
+
+// GET /v1/models/{id}: the model (by name or alias) when a backend in the
+// client's allowed set serves it, else 404 model_not_found, as OpenAI
+// answers for a model the key cannot use.
+net::awaitable<bool> HandleModel(RequestContext& ctx, const std::string& id) {
+  if (!Authenticate(ctx))
+    co_return co_await Fail(ctx, ErrorKind::kInvalidApiKey, "invalid or missing API key");
+  ResolveGeo(ctx);
+  if (std::optional<Refusal> refusal = ResidencyRefusal(ctx))
+    co_return co_await Fail(ctx, refusal->kind, refusal->message);
+  std::optional<size_t> model = ctx.cfg.FindModel(id);
+  if (!model || !ServedInAllowedSet(ctx, *model))
+    co_return co_await Fail(ctx, ErrorKind::kModelNotFound,
+                            "The model '" + id + "' does not exist");
+  ctx.model = *model;
+  std::string body = SerializeJson(ModelObject(ctx.cfg.models[*model].name));
+  co_return co_await SendJson(ctx, std::move(body));
 }
 
 net::awaitable<bool> HandleInference(RequestContext& ctx) {
@@ -340,13 +371,23 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
   ctx.worker.shared().active_requests.fetch_add(1, std::memory_order_relaxed);
 
   bool keep = false;
+  // HEAD is answered wherever GET is, without a body.
+  const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
+  // A models.retrieve target carries its id percent-encoded (an id may hold
+  // a '/'): it is answered here and never forwarded, so it is taken before
+  // the target rules for what goes upstream.
+  std::optional<std::string> model_id = get ? ModelIdOfTarget(req.target()) : std::nullopt;
+  if (model_id) ctx.path = req.target().substr(0, req.target().find('?'));
   // The target first: it sets the path the access log records.
-  if (std::string_view refusal = AcceptTarget(ctx); !refusal.empty()) {
+  std::string_view refusal = model_id ? std::string_view() : AcceptTarget(ctx);
+  if (!refusal.empty()) {
     keep = co_await Fail(ctx, ErrorKind::kBadRequest, refusal);
   } else if (std::optional<HeadRefusal> head_refusal =
                  CheckRequestHead(req.base(), req.version())) {
     keep = co_await Fail(ctx, head_refusal->kind, head_refusal->message);
-  } else if (ctx.path == "/v1/models" && req.method() == http::verb::get) {
+  } else if (model_id) {
+    keep = co_await HandleModel(ctx, *model_id);
+  } else if (ctx.path == "/v1/models" && get) {
     keep = co_await HandleModels(ctx);
   } else if (req.method() == http::verb::post && ctx.path.starts_with("/v1/")) {
     keep = co_await HandleInference(ctx);

@@ -1,6 +1,7 @@
 #include "proxy/request_target.h"
 
 #include <boost/url/parse.hpp>
+#include <boost/url/pct_string_view.hpp>
 #include <boost/url/url.hpp>
 
 namespace geogate::gateway {
@@ -78,6 +79,22 @@ RequestTarget NormalizeRequestTarget(std::string_view target, std::string& stora
   out.path = std::string_view(storage).substr(0, path_size);
   out.target = storage;
   return out;
+}
+
+std::optional<std::string> ModelIdOfTarget(std::string_view target) {
+  constexpr std::string_view kPrefix = "/v1/models/";
+  if (!target.starts_with(kPrefix)) return std::nullopt;
+  auto parsed = boost::urls::parse_origin_form(target);
+  if (!parsed) return std::nullopt;
+  std::string_view path(parsed->encoded_path().data(), parsed->encoded_path().size());
+  std::string_view raw = path.substr(kPrefix.size());
+  if (raw.empty() || raw.find('/') != std::string_view::npos || raw == "." || raw == "..")
+    return std::nullopt;
+  // The parser has checked every escape is well formed.
+  std::string id = boost::urls::pct_string_view(raw).decode();
+  if (id.empty() || id.find('\0') != std::string::npos || id == "." || id == "..")
+    return std::nullopt;
+  return id;
 }
 
 }  // namespace geogate::gateway

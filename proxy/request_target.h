@@ -9,6 +9,7 @@
 // normal: it is parsed (no allocation) and returned as it is.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,5 +27,14 @@ struct RequestTarget {
 ///        the returned path and target point into `target` or `storage`.
 /// @return ok with the path and target to use, or !ok with the reason.
 RequestTarget NormalizeRequestTarget(std::string_view target, std::string& storage);
+
+/// The model id of a `/v1/models/{id}` target (the SDKs' models.retrieve),
+/// percent-decoded: ids such as "meta-llama/Llama-3.1-8B" arrive with their
+/// '/' as %2F. The gateway answers these itself and never forwards them, so
+/// the encoded-separator rule above does not apply to the id. The id must be
+/// one non-empty segment (no raw '/'), not "." or "..", and decode to
+/// something without NUL.
+/// @return the decoded id, or nullopt when `target` is not such a target.
+std::optional<std::string> ModelIdOfTarget(std::string_view target);
 
 }  // namespace geogate::gateway

@@ -247,9 +247,11 @@ net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
   co_return true;
 }
 
-net::awaitable<bool> Session::Send(http::response<http::string_body>& res, bool keep_alive) {
+net::awaitable<bool> Session::Send(http::response<http::string_body>& res, bool keep_alive,
+                                   bool head) {
   res.keep_alive(keep_alive);
   res.prepare_payload();
+  if (head) res.body().clear();  // Content-Length stays the body's
   const auto& limits = (*worker_.runtime())->config->gateway.limits;
   stream_->lowest().expires_after(limits.idle_timeout);
   auto [ec, n] = co_await http::async_write(*stream_, res, kUseTuple);
@@ -275,7 +277,7 @@ net::awaitable<bool> Session::SendError(const Request* req, ErrorKind kind,
   bool keep = req != nullptr && req->keep_alive() && spec.status != 400 && spec.status != 408 &&
               spec.status != 413 && spec.status != 431 &&
               !worker_.shared().draining.load(std::memory_order_relaxed);
-  bool ok = co_await Send(res, keep);
+  bool ok = co_await Send(res, keep, req != nullptr && req->method() == http::verb::head);
   co_return ok&& keep;
 }
 

@@ -71,7 +71,10 @@ class Session : public IdleHook {
 
   /// Writes a complete response with a string body. Adds Connection: close
   /// when `keep_alive` is false. @return false when the write failed.
-  net::awaitable<bool> Send(http::response<http::string_body>& res, bool keep_alive);
+  /// @param head the answer to a HEAD request: the head only, with the
+  ///        Content-Length the body would have.
+  net::awaitable<bool> Send(http::response<http::string_body>& res, bool keep_alive,
+                            bool head = false);
   /// An OpenAI-shaped error response. @return whether the connection may
   /// be kept open.
   net::awaitable<bool> SendError(const Request* req, ErrorKind kind, std::string_view message,

@@ -152,7 +152,9 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
       res.set(http::field::content_type, "application/json");
       res.body() = std::move(body);
     };
-    bool get = req.method() == http::verb::get;
+    // HEAD is answered wherever GET is: the same head, no body.
+    bool head = req.method() == http::verb::head;
+    bool get = req.method() == http::verb::get || head;
     bool post = req.method() == http::verb::post;
     if (path == "/healthz" && get) {
       res.set(http::field::content_type, "text/plain");
@@ -208,6 +210,7 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
     }
     res.keep_alive(req.keep_alive());
     res.prepare_payload();
+    if (head) res.body().clear();  // Content-Length stays the body's
     auto [wec, wn] = co_await http::async_write(stream, res, kUseTuple);
     if (wec || !req.keep_alive()) break;
   }

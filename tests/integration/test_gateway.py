@@ -12,6 +12,7 @@ import socketserver
 import threading
 import time
 import unittest
+import urllib.parse
 from typing import Callable, Optional
 
 from gateway_harness import Gateway, GatewayConfig, SharedGatewayTestCase
@@ -282,6 +283,68 @@ class RequestsTest(SharedGatewayTestCase, GatewayTestCase):
             auth = [v for n, v in head["headers"] if n.lower() == "authorization"]
             self.assertEqual(auth, ["Bearer sk-backend-own"], head)
             self.assertNotIn("client-secret", json.dumps(head))
+
+
+class ModelRoutesTest(SharedGatewayTestCase):
+    """models.retrieve (GET /v1/models/{id}) and HEAD wherever GET is."""
+    SLASHED = "meta-llama/Llama-3.1-8B"
+    MODELS = [MODEL, SLASHED]
+
+    @classmethod
+    def configure(cls, sim: GpuSim) -> GatewayConfig:
+        return GatewayConfig().region("r1").backend(sim, "r1", models=list(cls.MODELS))
+
+    def raw(self, url: str, method: str, path: str) -> tuple[int, dict, bytes]:
+        t = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(t.hostname, t.port, timeout=10)
+        try:
+            conn.request(method, path)
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def test_a_model_is_retrieved_by_its_id(self):
+        status, _, body = request(self.gw.url, "GET", f"/v1/models/{MODEL}")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body, {"id": MODEL, "object": "model", "created": 0, "owned_by": "geogate"})
+
+    def test_an_id_with_a_slash_arrives_encoded_and_is_found(self):
+        # What the OpenAI SDK sends for models.retrieve("meta-llama/Llama-3.1-8B").
+        status, _, body = request(self.gw.url, "GET", "/v1/models/meta-llama%2FLlama-3.1-8B")
+        self.assertEqual((status, body.get("id")), (200, self.SLASHED), body)
+
+    def test_an_unknown_model_is_404_in_openai_shape(self):
+        status, _, body = request(self.gw.url, "GET", "/v1/models/no-such-model")
+        self.assertEqual(status, 404)
+        self.assertEqual(body["error"]["code"], "model_not_found")
+        self.assertEqual(body["error"]["type"], "invalid_request_error")
+        # Not a retrieve target: the usual path rules (a raw '/', dot segments).
+        status, _, body = request(self.gw.url, "GET", "/v1/models/a/b")
+        self.assertEqual(status, 404)
+        status, _, body = request(self.gw.url, "GET", "/v1/models/%2e%2e")
+        self.assertEqual(status, 400)
+
+    def test_head_is_answered_wherever_get_is_without_a_body(self):
+        for url, path in ((self.gw.url, "/v1/models"), (self.gw.url, f"/v1/models/{MODEL}"),
+                          (self.gw.admin_url, "/healthz"), (self.gw.admin_url, "/readyz"),
+                          (self.gw.admin_url, "/admin/backends")):
+            with self.subTest(path=path):
+                get_status, get_headers, get_body = self.raw(url, "GET", path)
+                status, headers, body = self.raw(url, "HEAD", path)
+                self.assertEqual((status, body), (get_status, b""))
+                self.assertEqual(int(headers["content-length"]), len(get_body))
+                self.assertEqual(headers["content-type"], get_headers["content-type"])
+        status, headers, body = self.raw(self.gw.admin_url, "HEAD", "/metrics")
+        self.assertEqual((status, body), (200, b""))
+        self.assertGreater(int(headers["content-length"]), 0)
+        # HEAD where nothing answers GET: the 404 without its body.
+        status, headers, body = self.raw(self.gw.url, "HEAD", "/v1/nothing-here")
+        self.assertEqual((status, body), (404, b""))
+        self.assertGreater(int(headers["content-length"]), 0)
+        # The connection is still good after a HEAD answer.
+        status, _, body = post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertEqual(status, 200, body)
 
 
 class FailureTest(GatewayTestCase):

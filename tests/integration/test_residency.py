@@ -135,6 +135,21 @@ class ResidencyTest(unittest.TestCase):
         status, _, body = request(self.gw.url, "GET", "/v1/models", headers={"X-Forwarded-For": US})
         self.assertEqual(sorted(m["id"] for m in body["data"]), sorted([MODEL, BIG]))
 
+    def test_a_model_is_retrieved_only_inside_the_allowed_set(self):
+        status, _, body = request(self.gw.url, "GET", f"/v1/models/{MODEL}",
+                                  headers={"X-Forwarded-For": DE})
+        self.assertEqual((status, body.get("id")), (200, MODEL), body)
+        # BIG is served only outside the EU: an EU client cannot use it.
+        status, _, body = request(self.gw.url, "GET", f"/v1/models/{BIG}",
+                                  headers={"X-Forwarded-For": DE})
+        self.assertEqual((status, body["error"]["code"]), (404, "model_not_found"))
+        status, _, body = request(self.gw.url, "GET", f"/v1/models/{BIG}",
+                                  headers={"X-Forwarded-For": US})
+        self.assertEqual((status, body.get("id")), (200, BIG), body)
+        status, _, body = request(self.gw.url, "GET", f"/v1/models/{MODEL}",
+                                  headers={"X-Forwarded-For": UNPLACED})
+        self.assertEqual((status, body["error"]["code"]), (451, "residency_denied"))
+
     def test_every_451_counts_as_denied_with_its_reason(self):
         # One of each way to a 451, and one allowed request, through /metrics.
         status, _, _ = self.ask(DE, model=BIG)            # model served only outside EU

@@ -5,6 +5,7 @@
 
 #include "proxy/request_target.h"
 
+using geogate::gateway::ModelIdOfTarget;
 using geogate::gateway::NormalizeRequestTarget;
 using geogate::gateway::RequestTarget;
 
@@ -203,4 +204,23 @@ TEST_CASE("request target: the result is stable (normalising twice changes nothi
     CHECK(twice.target == once.target);
     CHECK(storage.empty());  // already normal: no second copy
   }
+}
+
+TEST_CASE("model id of a /v1/models/{id} target: decoded, one segment", "[gateway][target]") {
+  CHECK(ModelIdOfTarget("/v1/models/llama-3.1-8b") == "llama-3.1-8b");
+  // What the OpenAI SDK sends for an id with a '/': the '/' encoded.
+  CHECK(ModelIdOfTarget("/v1/models/meta-llama%2FLlama-3.1-8B") == "meta-llama/Llama-3.1-8B");
+  CHECK(ModelIdOfTarget("/v1/models/meta-llama%2fLlama-3.1-8B") == "meta-llama/Llama-3.1-8B");
+  CHECK(ModelIdOfTarget("/v1/models/a%20b?x=1") == "a b");
+  // Not a models.retrieve target.
+  CHECK_FALSE(ModelIdOfTarget("/v1/models"));
+  CHECK_FALSE(ModelIdOfTarget("/v1/models/"));
+  CHECK_FALSE(ModelIdOfTarget("/v1/chat/completions"));
+  CHECK_FALSE(ModelIdOfTarget("/v1/models/a/b"));  // a raw '/': two segments
+  CHECK_FALSE(ModelIdOfTarget("/v1/models/.."));
+  CHECK_FALSE(ModelIdOfTarget("/v1/models/."));
+  CHECK_FALSE(ModelIdOfTarget("/v1/models/%2E%2E"));
+  CHECK_FALSE(ModelIdOfTarget("/v1/models/a%00b"));
+  CHECK_FALSE(ModelIdOfTarget("/v1/models/a%zz"));  // not a valid escape
+  CHECK_FALSE(ModelIdOfTarget("/v1/models/x#frag"));
 }
