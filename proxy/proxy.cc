@@ -93,7 +93,7 @@ class InflightGuard {
 // answers that come at once never need it.
 class DisconnectWatch {
  public:
-  explicit DisconnectWatch(net::ip::tcp::socket& client) : client_(&client) {}
+  explicit DisconnectWatch(Stream& client) : client_(&client) {}
   ~DisconnectWatch() {
     if (!state_) return;  // never started: nothing was queued
     state_->active = false;
@@ -101,10 +101,7 @@ class DisconnectWatch {
     // A wait left pending would make the session's next read the second
     // read op on the socket, which costs Asio an epoll_ctl per request. The
     // response is written by now: nothing else is pending on the socket.
-    if (state_->waiting && state_->client != nullptr) {
-      boost::system::error_code ec;
-      state_->client->cancel(ec);
-    }
+    if (state_->waiting && state_->client != nullptr) state_->client->cancel();
     state_->client = nullptr;
   }
   DisconnectWatch(const DisconnectWatch&) = delete;
@@ -121,7 +118,7 @@ class DisconnectWatch {
     Arm(state_);
   }
   /// The upstream connection to close when the client disappears.
-  void Target(beast::tcp_stream* upstream) {
+  void Target(Stream* upstream) {
     target_ = upstream;
     if (state_) state_->target = upstream;
   }
@@ -129,8 +126,8 @@ class DisconnectWatch {
 
  private:
   struct State {
-    net::ip::tcp::socket* client = nullptr;
-    beast::tcp_stream* target = nullptr;
+    Stream* client = nullptr;
+    Stream* target = nullptr;
     bool active = true;
     bool gone = false;
     bool waiting = false;
@@ -143,23 +140,21 @@ class DisconnectWatch {
   // peeked and left in the socket for the session's next read.
   static void Arm(const std::shared_ptr<State>& st) {
     st->waiting = true;
-    st->client->async_receive(
-        net::buffer(&st->peek, 1), net::socket_base::message_peek,
-        [st](boost::system::error_code ec, size_t n) {
-          st->waiting = false;
-          if (ec == net::error::operation_aborted || !st->active || st->client == nullptr) return;
-          if (!ec && n > 0) return;  // data, not a close: stop watching
-          if (ec == net::error::would_block || ec == net::error::try_again) {
-            Arm(st);
-            return;
-          }
-          st->gone = true;  // EOF or an error: the client is gone
-          if (st->target != nullptr) st->target->close();
-        });
+    st->client->async_peek_byte(&st->peek, [st](boost::system::error_code ec, size_t n) {
+      st->waiting = false;
+      if (ec == net::error::operation_aborted || !st->active || st->client == nullptr) return;
+      if (!ec && n > 0) return;  // data, not a close: stop watching
+      if (ec == net::error::would_block || ec == net::error::try_again) {
+        Arm(st);
+        return;
+      }
+      st->gone = true;  // EOF or an error: the client is gone
+      if (st->target != nullptr) st->target->close();
+    });
   }
 
-  net::ip::tcp::socket* client_;
-  beast::tcp_stream* target_ = nullptr;
+  Stream* client_;
+  Stream* target_ = nullptr;
   std::shared_ptr<State> state_;  // null until Start()
 };
 
@@ -196,7 +191,7 @@ class ProxyCall {
         worker_(ctx.worker),
         shared_(ctx.worker.shared()),
         up_cfg_(ctx.cfg.gateway.upstream),
-        watch_(ctx.session.stream().lowest().socket()),
+        watch_(ctx.session.stream()),
         wd_(ctx.session.watchdog()),
         relay_lease_(ctx.worker.relay_buffers().Take()),
         relay_buf_(relay_lease_.data()) {}
@@ -482,7 +477,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
       conn = std::move(cr.conn);
     }
     conn->uses++;
-    watch_.Target(&conn->stream.lowest());
+    watch_.Target(&conn->stream);
     parser = MakePooled<ResponseParser>();
     parser->body_limit(boost::none);
     parser->header_limit(64 * 1024);
@@ -492,7 +487,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     wd_.Disarm();
     wd_.PollHealth(&state, kHealthWatchPeriod, [this] { watch_.Start(); });
     sent_at_ = Now();
-    wd_.Guard(&conn->stream.lowest(), sent_at_ + ttft_budget);
+    wd_.Guard(&conn->stream, sent_at_ + ttft_budget);
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
     boost::system::error_code ec;
     size_t sent = conn->stream.TrySendNow(request);
@@ -650,7 +645,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     size_t got = DrainBuffered(conn, parser, 0, ec);
     if (!ec && got == 0 && !parser.is_done()) {
       watch_.Start();
-      wd_.Guard(&conn.stream.lowest(), Now() + up_cfg_.stream_idle_timeout);
+      wd_.Guard(&conn.stream, Now() + up_cfg_.stream_idle_timeout);
       // A stream that already flows: the read completes through the
       // worker's bulk queue, after what new requests have ready.
       ReadResult read =
@@ -684,7 +679,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
             "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason)));
         std::string tail = absl::StrCat(absl::Hex(event.size()), "\r\n", event, "\r\n0\r\n\r\n");
         wd_.Disarm();
-        wd_.Guard(&client.lowest(), Now() + up_cfg_.stream_idle_timeout);
+        wd_.Guard(&client, Now() + up_cfg_.stream_idle_timeout);
         auto [wec, wn] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
         ctx_.bytes_out += wn;
       } else {
@@ -712,7 +707,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       tail = absl::StrCat(absl::Hex(rest.size()), "\r\n",
                           absl::string_view(rest.data(), rest.size()), "\r\n");
     tail += "0\r\n\r\n";
-    wd_.Guard(&client.lowest(), Now() + up_cfg_.stream_idle_timeout);
+    wd_.Guard(&client, Now() + up_cfg_.stream_idle_timeout);
     auto [ec, n] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
     ctx_.bytes_out += n;
     if (ec) {
@@ -742,8 +737,7 @@ size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size
 template <class Token>
 net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn, Token token) {
   auto space = conn.buffer.prepare(kUpstreamReadBytes);
-  if (conn.stream.is_tls()) return conn.stream.async_read_some(space, token);
-  return conn.stream.lowest().socket().async_read_some(space, token);
+  return conn.stream.async_read_raw(space, token);
 }
 
 // The backend closing the connection ends a close-delimited body, and cuts
@@ -789,7 +783,7 @@ net::awaitable<boost::system::error_code> ProxyCall::SendRest(
     Stream& s, std::span<const net::const_buffer> bufs, size_t sent, bool guard_idle) {
   beast::buffers_suffix<std::span<const net::const_buffer>> rest(bufs);
   rest.consume(sent);
-  if (guard_idle) wd_.Guard(&s.lowest(), Now() + up_cfg_.stream_idle_timeout);
+  if (guard_idle) wd_.Guard(&s, Now() + up_cfg_.stream_idle_timeout);
   auto [ec, n] = co_await net::async_write(s, rest, kUseTuple);
   co_return ec;
 }

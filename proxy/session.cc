@@ -116,7 +116,7 @@ void Session::SetIdle(bool idle) {
 
 void Session::ApplyLimits(const config::Limits& limits) {
   if (!waiting_ || closed_) return;
-  watchdog_.Guard(&stream_->lowest(),
+  watchdog_.Guard(&*stream_,
                   waiting_since_ + (waiting_first_ ? limits.header_timeout : limits.idle_timeout));
 }
 
@@ -124,7 +124,7 @@ void Session::Close() {
   if (closed_) return;
   closed_ = true;
   worker_.idle_sessions().Remove(*this);
-  stream_->lowest().close();
+  stream_->close();
 }
 
 bool Session::AdmitClient() {
@@ -238,7 +238,7 @@ net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
   waiting_ = true;
   waiting_first_ = first;
   waiting_since_ = worker_.time().monotonic();
-  watchdog_.Guard(&stream_->lowest(), waiting_since_ + timeout);
+  watchdog_.Guard(&*stream_, waiting_since_ + timeout);
   auto [ec, n] = co_await stream_->async_read_some(buffer_.prepare(4096), kUseTuple);
   waiting_ = false;
   watchdog_.Disarm();
@@ -253,9 +253,9 @@ net::awaitable<bool> Session::Send(http::response<http::string_body>& res, bool 
   res.prepare_payload();
   if (head) res.body().clear();  // Content-Length stays the body's
   const auto& limits = (*worker_.runtime())->config->gateway.limits;
-  stream_->lowest().expires_after(limits.idle_timeout);
+  stream_->expires_after(limits.idle_timeout);
   auto [ec, n] = co_await http::async_write(*stream_, res, kUseTuple);
-  stream_->lowest().expires_never();
+  stream_->expires_never();
   worker_.metrics().bytes_out += n;
   co_return !ec;
 }

@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
@@ -37,9 +38,40 @@ class Stream {
   bool is_tls() const { return tls_.has_value(); }
   executor_type get_executor() { return lowest().get_executor(); }
 
-  /// The TCP layer (for timeouts, socket options, close).
+  /// The TCP layer (for timeouts, socket options, TLS set-up).
   beast::tcp_stream& lowest() { return tls_ ? tls_->next_layer() : *plain_; }
   TlsStream& tls() { return *tls_; }
+
+  /// Closes the connection: a pending operation ends with an error (what
+  /// the Watchdog and a client's disconnect do to a stream).
+  void close() { lowest().close(); }
+  /// A deadline for Beast's tcp_stream operations (async_read_some and
+  /// async_write_some below, and Beast's composed operations over them).
+  void expires_after(std::chrono::steady_clock::duration d) { lowest().expires_after(d); }
+  void expires_never() { lowest().expires_never(); }
+
+  /// One read straight from the socket (TLS: the TLS stream), past the
+  /// tcp_stream's per-operation timer: for callers whose deadline is the
+  /// Watchdog's.
+  template <class MutableBufferSequence, class ReadToken>
+  auto async_read_raw(const MutableBufferSequence& buffers, ReadToken&& token) {
+    if (tls_) return tls_->async_read_some(buffers, std::forward<ReadToken>(token));
+    return plain_->socket().async_read_some(buffers, std::forward<ReadToken>(token));
+  }
+
+  /// Waits for the peer to send or close without consuming a byte: a
+  /// MSG_PEEK receive of one byte into `byte` on the TCP socket (for TLS,
+  /// the record bytes under it). The handler gets (error_code, size_t).
+  template <class Handler>
+  void async_peek_byte(char* byte, Handler&& handler) {
+    lowest().socket().async_receive(net::buffer(byte, 1), net::socket_base::message_peek,
+                                    std::forward<Handler>(handler));
+  }
+  /// Cancels a pending async_peek_byte (and any other pending operation).
+  void cancel() {
+    boost::system::error_code ec;
+    lowest().socket().cancel(ec);
+  }
 
   /// Sends what a plain TCP socket takes at once (non-blocking sendmsg) and
   /// returns the bytes sent: 0 for TLS, a full socket buffer or an error,

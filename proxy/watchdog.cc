@@ -34,7 +34,7 @@ Watchdog::~Watchdog() {
   if (st_->armed) st_->timer.cancel();
 }
 
-void Watchdog::Guard(beast::tcp_stream* target, Clock::time_point deadline) {
+void Watchdog::Guard(Stream* target, Clock::time_point deadline) {
   st_->target = target;
   st_->deadline = deadline;
   Want(st_, deadline);

@@ -22,10 +22,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 
 #include "health/backend_state.h"
 #include "health/time_source.h"
+#include "proxy/stream.h"
 
 namespace geogate::gateway {
 
@@ -66,7 +66,7 @@ class Watchdog {
 
   /// Closes `target` (so its pending operation fails) once `deadline`
   /// passes, unless Guard or Disarm is called again before.
-  void Guard(beast::tcp_stream* target, Clock::time_point deadline);
+  void Guard(Stream* target, Clock::time_point deadline);
   /// Until StopPolling or Disarm: every `period`, closes the guarded stream
   /// when `backend` is no longer routable (abandoned() then says so), and
   /// otherwise calls `on_poll` (work that only a request still waiting
@@ -87,7 +87,7 @@ class Watchdog {
     State(net::io_context& ioc, const health::TimeSource& t) : timer(ioc), time(t) {}
     net::steady_timer timer;
     const health::TimeSource& time;
-    beast::tcp_stream* target = nullptr;
+    Stream* target = nullptr;
     Clock::time_point deadline = Clock::time_point::max();
     const health::BackendState* backend = nullptr;
     std::chrono::milliseconds period{};

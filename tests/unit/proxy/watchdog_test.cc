@@ -65,8 +65,8 @@ TEST_CASE("watchdog re-arm: only for an earlier wake-up", "[watchdog]") {
 
 TEST_CASE("watchdog: closes the guarded stream when its deadline passes", "[watchdog]") {
   boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.socket().open(boost::asio::ip::tcp::v4());
+  Stream stream{beast::tcp_stream(ioc)};
+  stream.lowest().socket().open(boost::asio::ip::tcp::v4());
   Watchdog wd(ioc, kRealTime);
   auto t0 = WatchdogClock::now();
   wd.Guard(&stream, t0 + 1ms);
@@ -74,31 +74,31 @@ TEST_CASE("watchdog: closes the guarded stream when its deadline passes", "[watc
   ioc.run();
   CHECK(wd.expired());
   CHECK_FALSE(wd.abandoned());
-  CHECK_FALSE(stream.socket().is_open());
+  CHECK_FALSE(stream.lowest().socket().is_open());
   CHECK(WatchdogClock::now() - t0 >= 30ms);  // not at the superseded deadline
 }
 
 TEST_CASE("watchdog: a disarmed deadline closes nothing", "[watchdog]") {
   boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.socket().open(boost::asio::ip::tcp::v4());
+  Stream stream{beast::tcp_stream(ioc)};
+  stream.lowest().socket().open(boost::asio::ip::tcp::v4());
   Watchdog wd(ioc, kRealTime);
   wd.Guard(&stream, WatchdogClock::now() + 5ms);
   wd.Disarm();
   ioc.run();  // the timer lapses
   CHECK_FALSE(wd.expired());
-  CHECK(stream.socket().is_open());
+  CHECK(stream.lowest().socket().is_open());
 }
 
 namespace {
 // An open stream guarded by a Watchdog that polls a healthy backend.
 struct PolledStream {
   PolledStream() {
-    stream.socket().open(boost::asio::ip::tcp::v4());
+    stream.lowest().socket().open(boost::asio::ip::tcp::v4());
     backend.state = geogate::health::HealthState::kHealthy;
   }
   boost::asio::io_context ioc;
-  beast::tcp_stream stream{ioc};
+  Stream stream{beast::tcp_stream(ioc)};
   geogate::health::BackendState backend{"b"};
   Watchdog wd{ioc, kRealTime};
 };
@@ -110,14 +110,14 @@ TEST_CASE("watchdog: a backend leaving rotation abandons the guarded stream", "[
   wd.PollHealth(&backend, 2ms);
   wd.Guard(&stream, WatchdogClock::now() + 10s);
   ioc.run_for(20ms);  // healthy: polls, keeps the stream
-  CHECK(stream.socket().is_open());
+  CHECK(stream.lowest().socket().is_open());
   CHECK_FALSE(wd.abandoned());
   backend.state = geogate::health::HealthState::kUnhealthy;
   ioc.restart();
   ioc.run_for(2s);  // returns as soon as the poll abandoned (no work left)
   CHECK(wd.abandoned());
   CHECK_FALSE(wd.expired());
-  CHECK_FALSE(stream.socket().is_open());
+  CHECK_FALSE(stream.lowest().socket().is_open());
 }
 
 TEST_CASE("watchdog: each poll that finds the backend routable runs the poll hook", "[watchdog]") {
@@ -146,18 +146,18 @@ TEST_CASE("watchdog: each poll that finds the backend routable runs the poll hoo
 TEST_CASE("watchdog: a deadline is in the injected clock's time", "[watchdog]") {
   geogate::health::SimulatedTime sim;
   boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.socket().open(boost::asio::ip::tcp::v4());
+  Stream stream{beast::tcp_stream(ioc)};
+  stream.lowest().socket().open(boost::asio::ip::tcp::v4());
   Watchdog wd(ioc, sim);
   wd.Guard(&stream, sim.monotonic() + 5ms);
   // Real time passes the deadline several times over; the injected clock
   // has not moved, so every wake-up goes back to sleep.
   ioc.run_for(50ms);
   CHECK_FALSE(wd.expired());
-  CHECK(stream.socket().is_open());
+  CHECK(stream.lowest().socket().is_open());
   sim.advance(5ms);
   ioc.restart();
   ioc.run_for(2s);  // returns at the first wake-up after the advance (no work left)
   CHECK(wd.expired());
-  CHECK_FALSE(stream.socket().is_open());
+  CHECK_FALSE(stream.lowest().socket().is_open());
 }
