@@ -85,6 +85,19 @@ Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
   if (!ec) peer_ = ToIpAddr(ep.address());
   socket.set_option(net::ip::tcp::no_delay(true), ec);
   stream_.emplace(beast::tcp_stream(std::move(socket)));
+  Open();
+}
+
+Session::Session(Worker& worker, Stream stream, const routing::IpAddr& peer, ListenerSpec spec)
+    : worker_(worker),
+      spec_(spec),
+      peer_(peer),
+      stream_(std::move(stream)),
+      watchdog_(worker.ioc(), worker.time()) {
+  Open();
+}
+
+void Session::Open() {
   worker_.Register(this);
   worker_.shared().open_connections.fetch_add(1, std::memory_order_relaxed);
   if (refusal_) {

@@ -43,6 +43,9 @@ class Session : public IdleHook {
  public:
   Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
           std::optional<ErrorKind> refusal = std::nullopt);
+  /// A connection over a ready-made stream from `peer` (tests: an
+  /// in-memory one), neither refused nor TLS-terminated here.
+  Session(Worker& worker, Stream stream, const routing::IpAddr& peer, ListenerSpec spec);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -81,6 +84,8 @@ class Session : public IdleHook {
                                  std::string_view request_id = {}, int retry_after_s = -1);
 
  private:
+  /// What every constructor ends with: registers with the worker.
+  void Open();
   net::awaitable<bool> ReadProxyHeader();
   /// max_connections_per_ip: counts this connection for its client address
   /// (the PROXY source on such a listener). @return false when it is over

@@ -3,6 +3,12 @@
 // being instantiated for every (client, backend) x (plain, TLS) pair, which
 // keeps compile times and code size down; the cost is one predictable branch
 // per I/O call.
+//
+// A build of the proxy sources for tests (GEOGATE_TEST_TRANSPORT, the
+// geogate_proxy_test_transport library) adds a third kind: Beast's test
+// stream, an in-memory pipe, so the proxy call runs without sockets. The
+// gateway is built without it: no test double ships, and production's
+// branches are the two above.
 #pragma once
 
 #include <sys/socket.h>
@@ -19,6 +25,11 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#ifdef GEOGATE_TEST_TRANSPORT
+#include <boost/assert.hpp>
+#include <boost/beast/_experimental/test/stream.hpp>
+#endif
+
 namespace geogate::gateway {
 
 namespace net = boost::asio;
@@ -32,29 +43,68 @@ class Stream {
 
   explicit Stream(beast::tcp_stream&& tcp) : plain_(std::move(tcp)) {}
   Stream(beast::tcp_stream&& tcp, ssl::context& ctx) : tls_(std::in_place, std::move(tcp), ctx) {}
+#ifdef GEOGATE_TEST_TRANSPORT
+  /// The test kind: `s` is one end of a beast::test::stream pair.
+  explicit Stream(beast::test::stream&& s) : test_(std::in_place, std::move(s)) {}
+#endif
   Stream(Stream&&) = default;
   Stream& operator=(Stream&&) = default;
 
-  bool is_tls() const { return tls_.has_value(); }
-  executor_type get_executor() { return lowest().get_executor(); }
+  bool is_tls() const {
+    return tls_.has_value();
+  }
+  executor_type get_executor() {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return test_->get_executor();
+#endif
+    return lowest().get_executor();
+  }
 
-  /// The TCP layer (for timeouts, socket options, TLS set-up).
-  beast::tcp_stream& lowest() { return tls_ ? tls_->next_layer() : *plain_; }
-  TlsStream& tls() { return *tls_; }
+  /// The TCP layer (for timeouts, socket options, TLS set-up). Not for the
+  /// test kind: only a session's own set-up (PROXY header, TLS, lingering
+  /// close), which tests over it do not run, reaches it.
+  beast::tcp_stream& lowest() {
+#ifdef GEOGATE_TEST_TRANSPORT
+    BOOST_ASSERT(!test_);
+#endif
+    return tls_ ? tls_->next_layer() : *plain_;
+  }
+  TlsStream& tls() {
+    return *tls_;
+  }
 
   /// Closes the connection: a pending operation ends with an error (what
   /// the Watchdog and a client's disconnect do to a stream).
-  void close() { lowest().close(); }
+  void close() {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return test_->close();
+#endif
+    lowest().close();
+  }
   /// A deadline for Beast's tcp_stream operations (async_read_some and
   /// async_write_some below, and Beast's composed operations over them).
-  void expires_after(std::chrono::steady_clock::duration d) { lowest().expires_after(d); }
-  void expires_never() { lowest().expires_never(); }
+  /// The test kind has no such timer: its deadlines are the Watchdog's.
+  void expires_after(std::chrono::steady_clock::duration d) {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return;
+#endif
+    lowest().expires_after(d);
+  }
+  void expires_never() {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return;
+#endif
+    lowest().expires_never();
+  }
 
   /// One read straight from the socket (TLS: the TLS stream), past the
   /// tcp_stream's per-operation timer: for callers whose deadline is the
   /// Watchdog's.
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_raw(const MutableBufferSequence& buffers, ReadToken&& token) {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return test_->async_read_some(buffers, std::forward<ReadToken>(token));
+#endif
     if (tls_) return tls_->async_read_some(buffers, std::forward<ReadToken>(token));
     return plain_->socket().async_read_some(buffers, std::forward<ReadToken>(token));
   }
@@ -62,13 +112,22 @@ class Stream {
   /// Waits for the peer to send or close without consuming a byte: a
   /// MSG_PEEK receive of one byte into `byte` on the TCP socket (for TLS,
   /// the record bytes under it). The handler gets (error_code, size_t).
+  /// The test kind cannot peek: it reads the byte, which is lost. Tests
+  /// over it send nothing while a request is with the backend.
   template <class Handler>
   void async_peek_byte(char* byte, Handler&& handler) {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return test_->async_read_some(net::buffer(byte, 1), std::forward<Handler>(handler));
+#endif
     lowest().socket().async_receive(net::buffer(byte, 1), net::socket_base::message_peek,
                                     std::forward<Handler>(handler));
   }
   /// Cancels a pending async_peek_byte (and any other pending operation).
+  /// The test kind has no cancel: its pending read stays until it is closed.
   void cancel() {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return;
+#endif
     boost::system::error_code ec;
     lowest().socket().cancel(ec);
   }
@@ -81,6 +140,9 @@ class Stream {
   /// new request's first token and costs a handler per relayed chunk.
   size_t TrySendNow(std::span<const net::const_buffer> buffers) {
     if (tls_) return 0;
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return 0;  // the asynchronous write does it all
+#endif
     std::array<iovec, 8> iov;
     size_t n = 0;
     for (const net::const_buffer& b : buffers) {
@@ -96,12 +158,18 @@ class Stream {
 
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return test_->async_read_some(buffers, std::forward<ReadToken>(token));
+#endif
     if (tls_) return tls_->async_read_some(buffers, std::forward<ReadToken>(token));
     return plain_->async_read_some(buffers, std::forward<ReadToken>(token));
   }
 
   template <class ConstBufferSequence, class WriteToken>
   auto async_write_some(const ConstBufferSequence& buffers, WriteToken&& token) {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return test_->async_write_some(buffers, std::forward<WriteToken>(token));
+#endif
     if (tls_) return tls_->async_write_some(buffers, std::forward<WriteToken>(token));
     return plain_->async_write_some(buffers, std::forward<WriteToken>(token));
   }
@@ -109,6 +177,9 @@ class Stream {
  private:
   std::optional<beast::tcp_stream> plain_;
   std::optional<TlsStream> tls_;
+#ifdef GEOGATE_TEST_TRANSPORT
+  std::optional<beast::test::stream> test_;
+#endif
 };
 
 }  // namespace geogate::gateway
