@@ -1,0 +1,279 @@
+// The real proxy call (ProxyRequest) without sockets, in simulated time: the
+// client's connection and every upstream connection are Beast test streams
+// (the test-transport build of proxy/, stream.h), and a scripted
+// UpstreamConnector decides, per Connect, whether a backend refuses or
+// answers with bytes the test wrote. The failures a backend can have are
+// the ones its stream can: it closes, before or in the middle of a response.
+#include <catch2/catch.hpp>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/beast/_experimental/test/stream.hpp>
+
+#include "config/loader.h"
+#include "proxy/proxy.h"
+#include "proxy/request_body.h"
+#include "proxy/request_context.h"
+#include "proxy/session.h"
+#include "proxy/upstream_connector.h"
+#include "proxy/worker.h"
+#include "routing/residency.h"
+#include "testing/simulated_time.h"
+
+using namespace geogate;
+using namespace geogate::gateway;
+namespace test = boost::beast::test;
+
+namespace {
+
+// Two backends of one model in one region, both allowed to every client.
+config::SnapshotConstPtr TwoBackends() {
+  std::string text = R"([gateway]
+edge = "e"
+[[gateway.listeners]]
+address = "127.0.0.1:0"
+[geo]
+unknown = "any"
+[[regions]]
+name = "r0"
+jurisdiction = "EU"
+location = { lat = 1.0, lon = 1.0 }
+[[backends]]
+name = "b0"
+region = "r0"
+url = "http://127.0.0.1:1000"
+models = ["m"]
+[[backends]]
+name = "b1"
+region = "r0"
+url = "http://127.0.0.1:1001"
+models = ["m"]
+[[residency]]
+name = "any"
+allow_regions = ["r0"]
+)";
+  auto r = config::LoadString(text, "call.toml", "/tmp",
+                              [](const std::string&) { return std::optional<std::string>(); });
+  INFO((r.errors.empty() ? std::string() : r.errors.front().ToString()));
+  REQUIRE(r.ok());
+  return r.snapshot;
+}
+
+RuntimeConstPtr MakeRuntime(config::SnapshotConstPtr snap) {
+  auto rt = std::make_shared<Runtime>();
+  for (const config::Backend& b : snap->backends) {
+    auto state = std::make_shared<health::BackendState>(b.name);
+    state->state = health::HealthState::kHealthy;
+    rt->backends.push_back(std::move(state));
+    rt->backend_tls.push_back(nullptr);
+  }
+  rt->config = std::move(snap);
+  rt->generation = 1;
+  return rt;
+}
+
+// What one Connect does: refuse, or open a connection whose backend has
+// already written `response` and then, if `close_after`, closes.
+struct ConnectStep {
+  bool refuse = false;
+  std::string response;
+  bool close_after = false;
+};
+
+// A connection the test holds the backend's end of.
+struct BackendEnd {
+  std::string backend;
+  std::unique_ptr<test::stream> remote;  // what the gateway wrote is in remote->str()
+};
+
+class ScriptedConnector final : public UpstreamConnector {
+ public:
+  /// Connections are opened on `ioc` (the worker's, made after this).
+  void Bind(net::io_context& ioc) { ioc_ = &ioc; }
+
+  /// The next Connect calls, in order (whatever backend they are for).
+  std::deque<ConnectStep> steps;
+  /// Backends Connect was called for, in order.
+  std::vector<std::string> connects;
+  /// Every connection handed out, pooled ones first.
+  std::vector<BackendEnd> ends;
+  size_t released = 0;
+
+  /// Keeps an idle connection to `backend` whose backend already closed it
+  /// (after the pool's liveness check, before its next use).
+  void AddStaleIdle(const std::string& backend) {
+    UpstreamConnPtr conn = Open(backend);
+    ends.back().remote->close();
+    idle_.push_back(std::move(conn));
+  }
+
+  UpstreamConnPtr TakeIdle(const config::Backend& backend, health::MonotonicTime,
+                           health::Millis) override {
+    for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+      if ((*it)->key != backend.name) continue;
+      UpstreamConnPtr conn = std::move(*it);
+      idle_.erase(it);
+      return conn;
+    }
+    return nullptr;
+  }
+
+  net::awaitable<ConnectResult> Connect(const config::Backend& backend, const SslContextPtr&,
+                                        health::Millis) override {
+    connects.push_back(backend.name);
+    ConnectResult r;
+    if (steps.empty()) {
+      r.failure = health::FailureReason::kConnectRefused;
+      r.error = "no script left";
+      co_return r;
+    }
+    ConnectStep step = std::move(steps.front());
+    steps.pop_front();
+    if (step.refuse) {
+      r.failure = health::FailureReason::kConnectRefused;
+      r.error = "Connection refused";
+      co_return r;
+    }
+    r.conn = Open(backend.name);
+    test::stream& remote = *ends.back().remote;
+    if (!step.response.empty()) {
+      boost::system::error_code ec;
+      net::write(remote, net::buffer(step.response), ec);
+    }
+    if (step.close_after) remote.close();
+    co_return r;
+  }
+
+  /// Drops every connection (before the io_context they use goes).
+  void Clear() {
+    idle_.clear();
+    ends.clear();
+  }
+
+  void Release(UpstreamConnPtr conn, health::MonotonicTime, uint32_t) override {
+    ++released;
+    idle_.push_back(std::move(conn));
+  }
+
+ private:
+  UpstreamConnPtr Open(const std::string& backend) {
+    test::stream local(*ioc_);
+    auto remote = std::make_unique<test::stream>(*ioc_);
+    local.connect(*remote);
+    auto conn = std::make_unique<UpstreamConn>(Stream(std::move(local)));
+    conn->key = backend;
+    ends.push_back({backend, std::move(remote)});
+    return conn;
+  }
+
+  net::io_context* ioc_ = nullptr;
+  std::vector<UpstreamConnPtr> idle_;
+};
+
+constexpr std::string_view kOk =
+    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n"
+    "{\"answer\":42}";
+
+// A worker in simulated time whose upstreams come from the script, one
+// client connection over a test stream, and one request on it.
+struct CallFixture {
+  CallFixture() {
+    connector.Bind(worker.ioc());
+    shared.runtime.Publish(MakeRuntime(TwoBackends()));
+    test::stream server_end(worker.ioc());
+    server_end.connect(client);
+    session.emplace(worker, Stream(std::move(server_end)), routing::IpAddr::FromV4(0x7f000001),
+                    ListenerSpec{});
+  }
+
+  ~CallFixture() {
+    ctx.reset();
+    session.reset();
+    connector.Clear();
+  }
+  CallFixture(const CallFixture&) = delete;
+  CallFixture& operator=(const CallFixture&) = delete;
+
+  /// Starts ProxyRequest for a chat request with `body_json`.
+  void Start(std::string_view body_json) {
+    req.method(http::verb::post);
+    req.target("/v1/chat/completions");
+    req.version(11);
+    req.set(http::field::host, "gw");
+    req.set(http::field::content_type, "application/json");
+    req.body().assign(body_json.data(), body_json.size());
+    req.prepare_payload();
+    body.emplace(RequestBody::Parse(std::string_view(req.body().data(), req.body().size())));
+    REQUIRE(body->facts().status == BodyFacts::Status::kOk);
+    ctx.emplace(*session, worker.CurrentRuntime(), req);
+    ctx->request_id.assign("req-1");
+    ctx->stream = body->facts().stream;
+    ctx->include_usage = body->facts().include_usage;
+    std::optional<size_t> model = ctx->cfg.FindModel(body->facts().model);
+    REQUIRE(model);
+    ctx->model = *model;
+    ctx->residency = routing::DecideResidency(ctx->cfg, routing::GeoInfo{}, nullptr, {});
+    ctx->residency_decided = true;
+    net::co_spawn(worker.ioc(), ProxyRequest(*ctx, *body), [this](std::exception_ptr e, bool keep) {
+      if (e) std::rethrow_exception(e);
+      done = true;
+      keep_alive = keep;
+    });
+    RunReady();
+  }
+
+  /// Runs what is ready on the worker until nothing is (simulated time
+  /// does not move, so only I/O the test streams complete makes progress).
+  void RunReady() {
+    for (int i = 0; i < 1000; ++i) {
+      worker.ioc().restart();
+      if (worker.ioc().poll() == 0) return;
+    }
+  }
+
+  /// What the client received.
+  std::string ClientGot() const { return client.str(); }
+
+  health::SimulatedTime sim;
+  ServerShared shared;
+  ScriptedConnector connector;
+  Worker worker{0, shared, sim, &connector};
+  test::stream client{worker.ioc()};
+  std::optional<Session> session;
+  Request req;
+  std::optional<RequestBody> body;
+  std::optional<RequestContext> ctx;
+  bool done = false;
+  bool keep_alive = false;
+};
+
+}  // namespace
+
+TEST_CASE("proxy call: a stale pooled connection is retried on a fresh one", "[proxy_call]") {
+  CallFixture f;
+  // Each backend has a kept connection its backend has closed meanwhile;
+  // the one the call takes fails on first use with no response byte.
+  f.connector.AddStaleIdle("b0");
+  f.connector.AddStaleIdle("b1");
+  f.connector.steps.push_back({.response = std::string(kOk)});
+  f.Start(R"({"model":"m","messages":[]})");
+  REQUIRE(f.done);
+  // A new connection to the same backend, within the same attempt: not a
+  // failover, and not the backend's fault.
+  REQUIRE(f.connector.connects.size() == 1);
+  CHECK(f.ctx->attempts == 1);
+  CHECK(f.ctx->status == 200);
+  CHECK(f.ctx->backend == (f.connector.connects[0] == "b0" ? 0u : 1u));
+  std::string got = f.ClientGot();
+  CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
+  CHECK(got.ends_with("{\"answer\":42}"));
+  CHECK(f.keep_alive);
+  // The fresh connection got the request and went back to the pool.
+  CHECK(f.connector.ends.back().remote->str().starts_with("POST /v1/chat/completions HTTP/1.1"));
+  CHECK(f.connector.released == 1);
+}
