@@ -80,6 +80,10 @@ RuntimeConstPtr MakeRuntime(config::SnapshotConstPtr snap) {
 // What one Connect does: refuse, or open a connection whose backend has
 // already written `response` and then, if `close_after`, closes.
 struct ConnectStep {
+  static ConnectStep Refuse() { return {true, {}, false}; }
+  static ConnectStep Serve(std::string response, bool close_after = false) {
+    return {false, std::move(response), close_after};
+  }
   bool refuse = false;
   std::string response;
   bool close_after = false;
@@ -192,6 +196,12 @@ struct CallFixture {
   }
 
   ~CallFixture() {
+    if (!done) {  // a call left waiting (a test failed): end it first
+      client.close();
+      for (BackendEnd& e : connector.ends)
+        e.remote->close();
+      RunReady();
+    }
     ctx.reset();
     session.reset();
     connector.Clear();
@@ -236,6 +246,9 @@ struct CallFixture {
     }
   }
 
+  /// The index of backend `name`.
+  size_t IndexOf(std::string_view name) const { return name == "b0" ? 0 : 1; }
+
   /// What the client received.
   std::string ClientGot() const { return client.str(); }
 
@@ -260,7 +273,7 @@ TEST_CASE("proxy call: a stale pooled connection is retried on a fresh one", "[p
   // the one the call takes fails on first use with no response byte.
   f.connector.AddStaleIdle("b0");
   f.connector.AddStaleIdle("b1");
-  f.connector.steps.push_back({.response = std::string(kOk)});
+  f.connector.steps.push_back(ConnectStep::Serve(std::string(kOk)));
   f.Start(R"({"model":"m","messages":[]})");
   REQUIRE(f.done);
   // A new connection to the same backend, within the same attempt: not a
@@ -276,4 +289,20 @@ TEST_CASE("proxy call: a stale pooled connection is retried on a fresh one", "[p
   // The fresh connection got the request and went back to the pool.
   CHECK(f.connector.ends.back().remote->str().starts_with("POST /v1/chat/completions HTTP/1.1"));
   CHECK(f.connector.released == 1);
+}
+
+TEST_CASE("proxy call: a refused connect fails over to the next candidate", "[proxy_call]") {
+  CallFixture f;
+  f.connector.steps.push_back(ConnectStep::Refuse());
+  f.connector.steps.push_back(ConnectStep::Serve(std::string(kOk)));
+  f.Start(R"({"model":"m","messages":[]})");
+  REQUIRE(f.done);
+  REQUIRE(f.connector.connects.size() == 2);
+  CHECK(f.connector.connects[0] != f.connector.connects[1]);
+  CHECK(f.ctx->attempts == 2);
+  CHECK(f.ctx->status == 200);
+  CHECK(f.ctx->backend == f.IndexOf(f.connector.connects[1]));
+  std::string got = f.ClientGot();
+  CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
+  CHECK(got.ends_with("{\"answer\":42}"));
 }
