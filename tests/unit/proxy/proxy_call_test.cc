@@ -306,3 +306,21 @@ TEST_CASE("proxy call: a refused connect fails over to the next candidate", "[pr
   CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
   CHECK(got.ends_with("{\"answer\":42}"));
 }
+
+TEST_CASE("proxy call: a 5xx from the first backend is retried on the next", "[proxy_call]") {
+  CallFixture f;
+  f.connector.steps.push_back(
+      ConnectStep::Serve("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy"));
+  f.connector.steps.push_back(ConnectStep::Serve(std::string(kOk)));
+  f.Start(R"({"model":"m","messages":[]})");
+  REQUIRE(f.done);
+  REQUIRE(f.connector.connects.size() == 2);
+  CHECK(f.connector.connects[0] != f.connector.connects[1]);
+  CHECK(f.ctx->attempts == 2);
+  CHECK(f.ctx->status == 200);
+  CHECK(f.ctx->backend == f.IndexOf(f.connector.connects[1]));
+  std::string got = f.ClientGot();
+  CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
+  CHECK(got.ends_with("{\"answer\":42}"));
+  CHECK(got.find("busy") == std::string::npos);  // the 503's body never reaches the client
+}
