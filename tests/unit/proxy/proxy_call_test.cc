@@ -324,3 +324,49 @@ TEST_CASE("proxy call: a 5xx from the first backend is retried on the next", "[p
   CHECK(got.ends_with("{\"answer\":42}"));
   CHECK(got.find("busy") == std::string::npos);  // the 503's body never reaches the client
 }
+
+namespace {
+
+std::string SseHead() {
+  return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n";
+}
+
+// One chunk of an SSE body holding a token event.
+std::string TokenChunk(std::string_view token) {
+  std::string event = "data: {\"choices\":[{\"delta\":{\"content\":\"";
+  event += token;
+  event += "\"}}]}\n\n";
+  char size[16];
+  auto n = static_cast<size_t>(std::snprintf(size, sizeof size, "%zx\r\n", event.size()));
+  return std::string(size, n) + event + "\r\n";
+}
+
+size_t Count(std::string_view text, std::string_view what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string_view::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("proxy call: a mid-stream failure ends the stream with one error event, no [DONE]",
+          "[proxy_call]") {
+  CallFixture f;
+  // Two tokens, then the backend goes away inside the chunked body.
+  f.connector.steps.push_back(
+      ConnectStep::Serve(SseHead() + TokenChunk("Hel") + TokenChunk("lo"), /*close_after=*/true));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE(f.done);
+  CHECK(f.connector.connects.size() == 1);  // committed: never retried
+  CHECK(f.ctx->outcome == RequestOutcome::kInterrupted);
+  CHECK_FALSE(f.keep_alive);
+  std::string got = f.ClientGot();
+  CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
+  CHECK(got.find("\"Hel\"") != std::string::npos);
+  CHECK(got.find("\"lo\"") != std::string::npos);
+  CHECK(Count(got, "stream_interrupted") == 1);
+  CHECK(Count(got, "[DONE]") == 0);
+  CHECK(got.ends_with("\r\n0\r\n\r\n"));  // a clean end of the chunked body
+}
