@@ -370,3 +370,30 @@ TEST_CASE("proxy call: a mid-stream failure ends the stream with one error event
   CHECK(Count(got, "[DONE]") == 0);
   CHECK(got.ends_with("\r\n0\r\n\r\n"));  // a clean end of the chunked body
 }
+
+TEST_CASE("proxy call: a client that disconnects cancels the upstream request", "[proxy_call]") {
+  CallFixture f;
+  // The backend streams one token, then keeps generating (nothing more yet).
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE_FALSE(f.done);
+  CHECK(f.ClientGot().find("\"Hel\"") != std::string::npos);
+  REQUIRE(f.connector.ends.size() == 1);
+  test::stream& backend = *f.connector.ends[0].remote;
+
+  f.client.close();
+  f.RunReady();
+  REQUIRE(f.done);
+  CHECK(f.ctx->outcome == RequestOutcome::kClientClosed);
+  CHECK_FALSE(f.keep_alive);
+  CHECK(f.connector.released == 0);
+  // The backend sees its connection closed: it can stop generating.
+  backend.clear();  // the request it was sent
+  std::optional<boost::system::error_code> read;
+  char byte = 0;
+  backend.async_read_some(net::buffer(&byte, 1),
+                          [&](boost::system::error_code ec, size_t) { read = ec; });
+  f.RunReady();
+  REQUIRE(read.has_value());
+  CHECK(*read == net::error::eof);
+}
