@@ -1,8 +1,11 @@
 #include "bench/gpusim/responses.h"
 
+#include <array>
 #include <charconv>
 #include <cmath>
 
+#include <openssl/evp.h>
+#include <boost/endian/buffers.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -98,9 +101,11 @@ bool parse_embedding_input(const json::value& input, GenerationRequest& out) {
   return true;
 }
 
+constexpr size_t kEmbeddingDims = 8;
+
 // Eight floats in [-1, 1] from a seed (splitmix64), scaled to unit length.
-json::array embedding_vector(uint64_t seed) {
-  double v[8];
+std::array<double, kEmbeddingDims> embedding_vector(uint64_t seed) {
+  std::array<double, kEmbeddingDims> v;
   double norm = 0;
   for (double& x : v) {
     uint64_t z = geogate::SplitMix64(seed);
@@ -108,10 +113,23 @@ json::array embedding_vector(uint64_t seed) {
     norm += x * x;
   }
   norm = std::sqrt(norm);
-  json::array out;
-  for (double x : v)
-    out.push_back(norm > 0 ? x / norm : 0.0);
-  return out;
+  for (double& x : v)
+    x = norm > 0 ? x / norm : 0.0;
+  return v;
+}
+
+// The `embedding` field: an array of numbers, or (encoding_format "base64")
+// the vector as little-endian float32s, base64-encoded, as OpenAI sends it.
+json::value embedding_value(uint64_t seed, bool base64) {
+  const auto v = embedding_vector(seed);
+  if (!base64) return json::array(v.begin(), v.end());
+  std::array<boost::endian::little_float32_buf_t, kEmbeddingDims> raw;
+  static_assert(sizeof raw == 4 * kEmbeddingDims);
+  for (size_t i = 0; i < kEmbeddingDims; ++i)
+    raw[i] = static_cast<float>(v[i]);
+  std::array<unsigned char, 4 * ((sizeof raw + 2) / 3) + 1> text;  // + the NUL it writes
+  const int n = EVP_EncodeBlock(text.data(), raw.front().data(), static_cast<int>(sizeof raw));
+  return json::string(reinterpret_cast<const char*>(text.data()), static_cast<size_t>(n));
 }
 
 json::object usage_object(int64_t prompt, int64_t completion) {
@@ -188,6 +206,14 @@ std::variant<GenerationRequest, ApiError> ResponseFactory::parse(Endpoint endpoi
       return bad_request("bad_request",
                          "'input' must be a string, an array of strings or of token arrays");
     }
+    if (const json::value* f = o->if_contains("encoding_format"); f && !f->is_null()) {
+      const json::string* format = f->if_string();
+      if (format && *format == "base64") {
+        r.base64 = true;
+      } else if (!format || *format != "float") {
+        return bad_request("bad_request", "'encoding_format' must be \"float\" or \"base64\"");
+      }
+    }
     return r;
   }
 
@@ -247,7 +273,7 @@ std::string ResponseFactory::full_body(const GenerationRequest& r, std::string_v
     for (size_t i = 0; i < r.embedding_seeds.size(); ++i) {
       data.push_back(json::object{{"object", "embedding"},
                                   {"index", i},
-                                  {"embedding", embedding_vector(r.embedding_seeds[i])}});
+                                  {"embedding", embedding_value(r.embedding_seeds[i], r.base64)}});
     }
     return json::serialize(json::object{
         {"object", "list"},

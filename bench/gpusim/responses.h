@@ -32,6 +32,7 @@ struct GenerationRequest {
   int64_t completion_tokens = 0;  // 0 for embeddings
   int64_t prompt_tokens = 1;
   std::vector<uint64_t> embedding_seeds;  // one per embeddings input
+  bool base64 = false;                    // embeddings: encoding_format "base64"
 };
 
 /// The simulator's fixed identity (name, region, models), pre-escaped once

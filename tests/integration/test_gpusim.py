@@ -4,6 +4,7 @@ Timing assertions are deliberately loose (lower bounds and ordering only):
 the machine is small and shared.
 """
 
+import base64
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import threading
 import time
 import unittest
 import http.client
+import struct
 
 from harness import (GpuSim, HttpStatusError, IncompleteStream, SseStream, chat_body,
                      get_json, make_tls_files, port_refuses, post_json, send_raw, stream_chat,
@@ -127,6 +129,33 @@ class ShapesTest(unittest.TestCase):
         _, _, again = post_json(self.sim.url, "/v1/embeddings", {"model": MODEL, "input": "jumps"})
         self.assertEqual(again["data"][0]["embedding"], data["data"][1]["embedding"])
         self.assertNotEqual(data["data"][0]["embedding"], data["data"][1]["embedding"])
+
+    def test_embeddings_base64(self):
+        body = {"model": MODEL, "input": ["the quick fox", "jumps"]}
+        _, _, floats = post_json(self.sim.url, "/v1/embeddings", body)
+        status, _, explicit = post_json(self.sim.url, "/v1/embeddings",
+                                        {**body, "encoding_format": "float"})
+        self.assertEqual(status, 200, explicit)
+        self.assertEqual(explicit["data"], floats["data"])
+        status, _, data = post_json(self.sim.url, "/v1/embeddings",
+                                    {**body, "encoding_format": "base64"})
+        self.assertEqual(status, 200, data)
+        self.assertEqual(data["usage"], floats["usage"])
+        for item, plain in zip(data["data"], floats["data"], strict=True):
+            self.assertEqual(item["index"], plain["index"])
+            self.assertIsInstance(item["embedding"], str)
+            raw = base64.b64decode(item["embedding"], validate=True)
+            self.assertEqual(len(raw), 4 * 8)
+            # Little-endian float32: the float answer rounded to float32.
+            as_float32 = [struct.unpack("<f", struct.pack("<f", x))[0]
+                          for x in plain["embedding"]]
+            self.assertEqual(list(struct.unpack("<8f", raw)), as_float32)
+        for bad in ("int", "", 1, True):
+            status, _, data = post_json(self.sim.url, "/v1/embeddings",
+                                        {**body, "encoding_format": bad})
+            self.assertEqual(status, 400, (bad, data))
+            self.assertEqual(data["error"]["type"], "invalid_request_error")
+            self.assertIn("encoding_format", data["error"]["message"])
 
     def test_errors(self):
         status, _, data = post_json(self.sim.url, "/v1/chat/completions", chat_body("nope"))
