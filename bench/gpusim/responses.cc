@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <span>
 
 #include <openssl/evp.h>
 #include <boost/endian/buffers.hpp>
@@ -101,6 +102,27 @@ bool parse_embedding_input(const json::value& input, GenerationRequest& out) {
   return true;
 }
 
+// A Responses API `input`: a string, or a non-empty array of input items
+// (objects) whose `content`, when present, is a string or an array of parts
+// ({"type":"input_text","text":...} ones count). Adds its words to `words`.
+bool count_input_words(const json::value& input, int64_t& words) {
+  if (const auto* s = input.if_string()) {
+    words += count_words(*s);
+    return true;
+  }
+  const auto* items = input.if_array();
+  if (!items || items->empty()) return false;
+  for (const auto& item : *items) {
+    const json::object* o = item.if_object();
+    if (!o) return false;
+    if (const auto* content = o->if_contains("content")) {
+      if (!content->is_string() && !content->is_array()) return false;
+      words += count_content_words(*content);
+    }
+  }
+  return true;
+}
+
 constexpr size_t kEmbeddingDims = 8;
 
 // Eight floats in [-1, 1] from a seed (splitmix64), scaled to unit length.
@@ -136,6 +158,108 @@ json::object usage_object(int64_t prompt, int64_t completion) {
   return json::object{{"prompt_tokens", prompt},
                       {"completion_tokens", completion},
                       {"total_tokens", prompt + completion}};
+}
+
+// The Responses API usage object.
+json::object responses_usage(int64_t input, int64_t output) {
+  return json::object{{"input_tokens", input},
+                      {"input_tokens_details", json::object{{"cached_tokens", 0}}},
+                      {"output_tokens", output},
+                      {"output_tokens_details", json::object{{"reasoning_tokens", 0}}},
+                      {"total_tokens", input + output}};
+}
+
+// The output message's id, from the response's: resp_X -> msg_X.
+std::string message_id(std::string_view response_id) {
+  constexpr std::string_view kPrefix = "resp_";
+  if (response_id.starts_with(kPrefix)) response_id.remove_prefix(kPrefix.size());
+  return "msg_" + std::string(response_id);
+}
+
+// An output_text content part.
+json::object output_text_part(std::string_view text) {
+  return json::object{{"type", "output_text"},
+                      {"text", text},
+                      {"annotations", json::array{}},
+                      {"logprobs", json::array{}}};
+}
+
+// The assistant message output item; no text yet while in progress.
+json::object message_item(std::string_view msg_id, const std::string* text) {
+  json::array content;
+  if (text) content.push_back(output_text_part(*text));
+  return json::object{{"type", "message"},
+                      {"id", msg_id},
+                      {"status", text ? "completed" : "in_progress"},
+                      {"role", "assistant"},
+                      {"content", std::move(content)}};
+}
+
+// The Response object, with the fields OpenAI returns (SDKs read id,
+// created_at, model, status, error, incomplete_details, output and usage).
+// `text` null: in progress, no output and no usage yet.
+json::object response_object(const GenerationRequest& r, std::string_view model,
+                             std::string_view id, int64_t created, const std::string* text) {
+  json::array output;
+  if (text) output.push_back(message_item(message_id(id), text));
+  json::value instructions = nullptr;
+  if (r.instructions) instructions = *r.instructions;
+  json::value max_output_tokens = nullptr;
+  if (r.max_output_tokens) max_output_tokens = *r.max_output_tokens;
+  json::value usage = nullptr;
+  if (text) usage = responses_usage(r.prompt_tokens, r.completion_tokens);
+  return json::object{{"id", id},
+                      {"object", "response"},
+                      {"created_at", created},
+                      {"status", text ? "completed" : "in_progress"},
+                      {"error", nullptr},
+                      {"incomplete_details", nullptr},
+                      {"instructions", std::move(instructions)},
+                      {"max_output_tokens", std::move(max_output_tokens)},
+                      {"model", model},
+                      {"output", std::move(output)},
+                      {"parallel_tool_calls", true},
+                      {"previous_response_id", nullptr},
+                      {"reasoning", json::object{{"effort", nullptr}, {"summary", nullptr}}},
+                      {"store", false},
+                      {"temperature", 1.0},
+                      {"text", json::object{{"format", json::object{{"type", "text"}}}}},
+                      {"tool_choice", "auto"},
+                      {"tools", json::array{}},
+                      {"top_p", 1.0},
+                      {"truncation", "disabled"},
+                      {"usage", std::move(usage)},
+                      {"user", nullptr},
+                      {"metadata", json::object{}}};
+}
+
+// Appends `payload` framed as one HTTP chunk, or raw for an HTTP/1.0 client.
+void append_frame(std::string& out, std::string_view payload, bool chunked) {
+  if (!chunked) {
+    out += payload;
+    return;
+  }
+  char hex[16];
+  auto [end, ec] = std::to_chars(hex, hex + sizeof hex, payload.size(), 16);
+  out.append(hex, end);
+  out += "\r\n";
+  out += payload;
+  out += "\r\n";
+}
+
+// Appends one Responses API SSE event, `event:` line and `data:` JSON (whose
+// "type" and "sequence_number" come first), framed.
+void append_event(std::string& out, bool chunked, std::string_view type, int64_t sequence,
+                  json::object fields) {
+  json::object data{{"type", type}, {"sequence_number", sequence}};
+  for (auto& field : fields)
+    data.emplace(field.key(), std::move(field.value()));
+  std::string payload = "event: ";
+  payload += type;
+  payload += "\ndata: ";
+  payload += json::serialize(data);
+  payload += "\n\n";
+  append_frame(out, payload, chunked);
 }
 
 }  // namespace
@@ -218,7 +342,19 @@ std::variant<GenerationRequest, ApiError> ResponseFactory::parse(Endpoint endpoi
   }
 
   int64_t words = 0;
-  if (endpoint == Endpoint::kChat) {
+  if (endpoint == Endpoint::kResponses) {
+    const json::value* input = o->if_contains("input");
+    if (!input || !count_input_words(*input, words)) {
+      return bad_request("bad_request",
+                         "'input' must be a string or a non-empty array of input items, each an "
+                         "object whose 'content' is a string or an array of parts");
+    }
+    if (const json::value* i = o->if_contains("instructions"); i && !i->is_null()) {
+      if (!i->is_string()) return bad_request("bad_request", "'instructions' must be a string");
+      r.instructions = std::string(i->get_string());
+      words += count_words(*r.instructions);
+    }
+  } else if (endpoint == Endpoint::kChat) {
     const json::value* messages = o->if_contains("messages");
     if (!messages || !messages->is_array() || messages->get_array().empty()) {
       return bad_request("bad_request", "'messages' must be a non-empty array");
@@ -244,20 +380,29 @@ std::variant<GenerationRequest, ApiError> ResponseFactory::parse(Endpoint endpoi
   r.prompt_tokens = std::max<int64_t>(words, 1);
 
   r.completion_tokens = default_tokens_;
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    // max_completion_tokens is looked at last, so it wins over max_tokens.
+  // max_completion_tokens is looked at last, so it wins over max_tokens.
+  static constexpr std::string_view kChatLimits[] = {"max_tokens", "max_completion_tokens"};
+  static constexpr std::string_view kResponsesLimits[] = {"max_output_tokens"};
+  const std::span<const std::string_view> limits =
+      endpoint == Endpoint::kResponses ? std::span<const std::string_view>(kResponsesLimits)
+                                       : std::span<const std::string_view>(kChatLimits);
+  for (std::string_view key : limits) {
     const json::value* v = o->if_contains(key);
     if (!v || v->is_null()) continue;
     if (!v->is_int64() || v->get_int64() < 1) {
-      return bad_request("bad_request", std::string("'") + key + "' must be a positive integer");
+      return bad_request("bad_request", "'" + std::string(key) + "' must be a positive integer");
     }
     r.completion_tokens = std::min(v->get_int64(), max_tokens_cap_);
+    if (endpoint == Endpoint::kResponses) r.max_output_tokens = v->get_int64();
   }
   if (const json::value* s = o->if_contains("stream"); s && !s->is_null()) {
     if (!s->is_bool()) return bad_request("bad_request", "'stream' must be a boolean");
     r.stream = s->get_bool();
   }
-  if (const json::value* so = o->if_contains("stream_options"); so && so->is_object()) {
+  // The Responses API always reports usage, in response.completed.
+  const json::value* so =
+      endpoint == Endpoint::kResponses ? nullptr : o->if_contains("stream_options");
+  if (so && so->is_object()) {
     if (const json::value* u = so->get_object().if_contains("include_usage")) {
       r.include_usage = u->is_bool() && u->get_bool();
     }
@@ -282,13 +427,9 @@ std::string ResponseFactory::full_body(const GenerationRequest& r, std::string_v
         {"usage",
          json::object{{"prompt_tokens", r.prompt_tokens}, {"total_tokens", r.prompt_tokens}}}});
   }
-  std::string text;
-  text.reserve(static_cast<size_t>(r.completion_tokens) * (name_.size() + 8));
-  for (int64_t i = 0; i < r.completion_tokens; ++i) {
-    text += name_;
-    text += ':';
-    append_int(text, i);
-    text += ' ';
+  std::string text = completion_text(r.completion_tokens);
+  if (r.endpoint == Endpoint::kResponses) {
+    return json::serialize(response_object(r, model, id, created, &text));
   }
   json::object choice{{"index", 0}, {"finish_reason", "stop"}};
   if (r.endpoint == Endpoint::kChat) {
@@ -304,6 +445,18 @@ std::string ResponseFactory::full_body(const GenerationRequest& r, std::string_v
       {"model", model},
       {"choices", json::array{std::move(choice)}},
       {"usage", usage_object(r.prompt_tokens, r.completion_tokens)}});
+}
+
+std::string ResponseFactory::completion_text(int64_t tokens) const {
+  std::string text;
+  text.reserve(static_cast<size_t>(tokens) * (name_.size() + 8));
+  for (int64_t i = 0; i < tokens; ++i) {
+    text += name_;
+    text += ':';
+    append_int(text, i);
+    text += ' ';
+  }
+  return text;
 }
 
 std::string ResponseFactory::models_body() const {
@@ -360,22 +513,79 @@ std::string ResponseFactory::metrics_body(int64_t running, int64_t waiting, doub
 
 void SseWriter::begin(const ResponseFactory& factory, const GenerationRequest& r,
                       std::string_view id, int64_t created, bool chunked) {
-  chat_ = r.endpoint == Endpoint::kChat;
+  endpoint_ = r.endpoint;
   chunked_ = chunked;
   name_ = factory.escaped_name();
+  prologue_.clear();
+  epilogue_.clear();
+  if (endpoint_ == Endpoint::kResponses) {
+    begin_responses(factory, r, id, created);
+    return;
+  }
+  const bool chat = endpoint_ == Endpoint::kChat;
   head_ = "data: {\"id\":\"";
   head_ += id;
-  head_ += chat_ ? "\",\"object\":\"chat.completion.chunk\",\"created\":"
-                 : "\",\"object\":\"text_completion\",\"created\":";
+  head_ += chat ? "\",\"object\":\"chat.completion.chunk\",\"created\":"
+                : "\",\"object\":\"text_completion\",\"created\":";
   append_int(head_, created);
   head_ += ",\"model\":\"";
   head_ += factory.escaped_model(r.model);
   head_ += "\",";
 }
 
+// The Responses API stream in OpenAI's order: sequence numbers 0-3 for the
+// prologue, 4+i for token i, then the four closing events. Only the deltas
+// are formatted per token; the rest is built here, once.
+void SseWriter::begin_responses(const ResponseFactory& factory, const GenerationRequest& r,
+                                std::string_view id, int64_t created) {
+  const std::string& model = factory.model(r.model);
+  const std::string msg_id = message_id(id);
+  const int64_t n = r.completion_tokens;
+  const std::string text = factory.completion_text(n);
+  auto location = [&msg_id] {
+    return json::object{{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}};
+  };
+  auto with = [](json::object o, json::object more) {
+    for (auto& field : more)
+      o.emplace(field.key(), std::move(field.value()));
+    return o;
+  };
+
+  const json::object started = response_object(r, model, id, created, nullptr);
+  append_event(prologue_, chunked_, "response.created", 0, {{"response", started}});
+  append_event(prologue_, chunked_, "response.in_progress", 1, {{"response", started}});
+  append_event(prologue_, chunked_, "response.output_item.added", 2,
+               {{"output_index", 0}, {"item", message_item(msg_id, nullptr)}});
+  append_event(prologue_, chunked_, "response.content_part.added", 3,
+               with(location(), {{"part", output_text_part("")}}));
+
+  append_event(epilogue_, chunked_, "response.output_text.done", 4 + n,
+               with(location(), {{"text", text}, {"logprobs", json::array{}}}));
+  append_event(epilogue_, chunked_, "response.content_part.done", 5 + n,
+               with(location(), {{"part", output_text_part(text)}}));
+  append_event(epilogue_, chunked_, "response.output_item.done", 6 + n,
+               {{"output_index", 0}, {"item", message_item(msg_id, &text)}});
+  append_event(epilogue_, chunked_, "response.completed", 7 + n,
+               {{"response", response_object(r, model, id, created, &text)}});
+
+  head_ =
+      "event: response.output_text.delta\n"
+      "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":";
+  item_ = ",\"item_id\":\"";
+  item_ += msg_id;  // resp_/msg_ ids need no escaping
+  item_ += "\",\"output_index\":0,\"content_index\":0,\"delta\":\"";
+}
+
+const std::string& SseWriter::prologue() {
+  return prologue_;
+}
+
 const std::string& SseWriter::token(int64_t i) {
   payload_ = head_;
-  if (chat_) {
+  if (endpoint_ == Endpoint::kResponses) {
+    append_int(payload_, 4 + i);
+    payload_ += item_;
+  } else if (endpoint_ == Endpoint::kChat) {
     payload_ += i == 0
                     ? "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\""
                     : "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"";
@@ -385,16 +595,20 @@ const std::string& SseWriter::token(int64_t i) {
   payload_ += name_;
   payload_ += ':';
   append_int(payload_, i);
-  payload_ += chat_ ? " \"},\"finish_reason\":null}]}\n\n"
-                    : " \",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+  payload_ += endpoint_ == Endpoint::kResponses ? " \",\"logprobs\":[]}\n\n"
+              : endpoint_ == Endpoint::kChat
+                  ? " \"},\"finish_reason\":null}]}\n\n"
+                  : " \",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
   return frame();
 }
 
 const std::string& SseWriter::finish() {
+  if (endpoint_ == Endpoint::kResponses) return epilogue_;
   payload_ = head_;
-  payload_ += chat_ ? "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
-                    : "\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null,"
-                      "\"finish_reason\":\"stop\"}]}\n\n";
+  payload_ += endpoint_ == Endpoint::kChat
+                  ? "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                  : "\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null,"
+                    "\"finish_reason\":\"stop\"}]}\n\n";
   return frame();
 }
 
@@ -411,8 +625,9 @@ const std::string& SseWriter::usage(int64_t prompt_tokens, int64_t completion_to
 }
 
 const std::string& SseWriter::done() {
-  payload_ = "data: [DONE]\n\n";
-  frame();
+  out_.clear();
+  // The Responses API ends with response.completed, no [DONE].
+  if (endpoint_ != Endpoint::kResponses) append_frame(out_, "data: [DONE]\n\n", chunked_);
   // The terminating zero-size chunk rides in the same write as the last event.
   if (chunked_) out_ += "0\r\n\r\n";
   return out_;
@@ -420,16 +635,7 @@ const std::string& SseWriter::done() {
 
 const std::string& SseWriter::frame() {
   out_.clear();
-  if (!chunked_) {
-    out_ += payload_;
-    return out_;
-  }
-  char hex[16];
-  auto [end, ec] = std::to_chars(hex, hex + sizeof hex, payload_.size(), 16);
-  out_.append(hex, end);
-  out_ += "\r\n";
-  out_ += payload_;
-  out_ += "\r\n";
+  append_frame(out_, payload_, chunked_);
   return out_;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -12,7 +13,8 @@
 
 namespace gpusim {
 
-enum class Endpoint { kChat, kCompletion, kEmbedding };
+/// /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses.
+enum class Endpoint { kChat, kCompletion, kEmbedding, kResponses };
 
 /// An OpenAI-shaped error: {"error":{"message","type","code"}}.
 struct ApiError {
@@ -33,6 +35,9 @@ struct GenerationRequest {
   int64_t prompt_tokens = 1;
   std::vector<uint64_t> embedding_seeds;  // one per embeddings input
   bool base64 = false;                    // embeddings: encoding_format "base64"
+  // Responses API: echoed in the Response object as OpenAI does.
+  std::optional<std::string> instructions;
+  std::optional<int64_t> max_output_tokens;
 };
 
 /// The simulator's fixed identity (name, region, models), pre-escaped once
@@ -45,9 +50,12 @@ class ResponseFactory {
   /// or shape -> 400.
   std::variant<GenerationRequest, ApiError> parse(Endpoint endpoint, std::string_view body) const;
 
-  /// The whole non-streamed body of a chat/completion/embeddings answer.
+  /// The whole non-streamed body of a chat/completion/embeddings/responses
+  /// answer.
   std::string full_body(const GenerationRequest& request, std::string_view id,
                         int64_t created) const;
+  /// The generated text of `tokens` tokens: token_text(name, 0..tokens-1).
+  std::string completion_text(int64_t tokens) const;
   std::string models_body() const;
   std::string health_body(int64_t inflight, int64_t queue_depth, double utilization) const;
   /// vLLM-style Prometheus text.
@@ -72,27 +80,45 @@ class ResponseFactory {
 
 /// Formats one stream's SSE events, each framed as one HTTP chunk (or raw for
 /// an HTTP/1.0 client). Buffers are reused: no allocation per token once warm.
+///
+/// Chat and completions: token chunks, the finish chunk, the usage chunk, then
+/// `data: [DONE]`. Responses API: the prologue (response.created,
+/// response.in_progress, response.output_item.added,
+/// response.content_part.added), one response.output_text.delta per token,
+/// then the closing events up to response.completed; every event carries
+/// `event:`, `type` and a `sequence_number`, and there is no [DONE].
 class SseWriter {
  public:
   void begin(const ResponseFactory& factory, const GenerationRequest& request, std::string_view id,
              int64_t created, bool chunked);
 
-  /// Token i (0-based); the first carries the assistant role.
+  /// Responses API: the events before the first token (empty otherwise).
+  const std::string& prologue();
+  /// Token i (0-based); in a chat stream the first carries the assistant role.
   const std::string& token(int64_t i);
-  /// The chunk with finish_reason "stop".
+  /// The chunk with finish_reason "stop"; for the Responses API every
+  /// closing event, response.completed (with usage) last.
   const std::string& finish();
-  /// The choices:[] chunk with usage.
+  /// The choices:[] chunk with usage (chat and completions).
   const std::string& usage(int64_t prompt_tokens, int64_t completion_tokens);
-  /// `data: [DONE]` followed by the end of the chunked body.
+  /// `data: [DONE]` (not for the Responses API) followed by the end of the
+  /// chunked body.
   const std::string& done();
 
  private:
+  void begin_responses(const ResponseFactory& factory, const GenerationRequest& request,
+                       std::string_view id, int64_t created);
   const std::string& frame();
 
-  bool chat_ = true;
+  Endpoint endpoint_ = Endpoint::kChat;
   bool chunked_ = true;
-  std::string head_;  // `data: {"id":..,"object":..,"created":..,"model":..,`
-  std::string name_;  // escaped backend name
+  // Chat/completions: `data: {"id":..,"object":..,"created":..,"model":..,`.
+  // Responses: `event: response.output_text.delta` up to `"sequence_number":`.
+  std::string head_;
+  std::string item_;      // Responses: `,"item_id":..,"content_index":0,"delta":"`
+  std::string name_;      // escaped backend name
+  std::string prologue_;  // Responses: built once in begin()
+  std::string epilogue_;
   std::string payload_;
   std::string out_;
 };

@@ -423,9 +423,10 @@ asio::awaitable<bool> Session<Stream>::serve(Request& req, RequestLog& log) {
                               &t);
     }
   } else if (path == "/v1/chat/completions" || path == "/v1/completions" ||
-             path == "/v1/embeddings") {
+             path == "/v1/embeddings" || path == "/v1/responses") {
     const Endpoint endpoint = path == "/v1/chat/completions" ? Endpoint::kChat
                               : path == "/v1/completions"    ? Endpoint::kCompletion
+                              : path == "/v1/responses"      ? Endpoint::kResponses
                                                              : Endpoint::kEmbedding;
     if (!post) {
       keep = co_await respond_error(method_not_allowed, log, &t);
@@ -533,13 +534,21 @@ asio::awaitable<Outcome> Session<Stream>::generate(const GenerationRequest& g, T
   std::string id;
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   if (g.endpoint != Endpoint::kEmbedding) {
-    id = worker_.next_id(g.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+    id = worker_.next_id(g.endpoint == Endpoint::kChat        ? "chatcmpl-"
+                         : g.endpoint == Endpoint::kResponses ? "resp_"
+                                                              : "cmpl-");
   }
   if (g.stream) {
     sse_.begin(ctx_.responses, g, id, created, version_ >= 11);
     if (!co_await write_stream_head()) co_return Outcome::kPeerGone;
     log.status = 200;
     StatsShard::bump(stats.streams_started);
+    // Responses API: response.created and the other opening events go out
+    // with the head, a TTFT before the first output_text.delta.
+    if (const std::string& prologue = sse_.prologue();
+        !prologue.empty() && !co_await write_raw(prologue)) {
+      co_return Outcome::kPeerGone;
+    }
   } else {
     body_ = ctx_.responses.full_body(g, id, created);
   }

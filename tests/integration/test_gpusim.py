@@ -39,6 +39,32 @@ def tokens_of(events):
     return out
 
 
+RESPONSES_EVENT_ORDER = ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+RESPONSES_CLOSING = ["response.output_text.done", "response.content_part.done",
+                     "response.output_item.done", "response.completed"]
+
+
+def responses_stream(url, body):
+    """(event name, data) of every event of a /v1/responses stream, read to its end."""
+    with SseStream(url, "/v1/responses", {"stream": True, **body}) as s:
+        if s.status != 200:
+            raise HttpStatusError(s.status, s.headers, s.read_body())
+        raw = s.read_body().decode()
+    out = []
+    for block in raw.replace("\r\n", "\n").split("\n\n"):
+        if not block.strip():
+            continue
+        name, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip())
+        out.append((name, "\n".join(data)))
+    return out
+
+
 class ShapesTest(unittest.TestCase):
     """Endpoints and OpenAI shapes with a fast, healthy simulator."""
 
@@ -156,6 +182,124 @@ class ShapesTest(unittest.TestCase):
             self.assertEqual(status, 400, (bad, data))
             self.assertEqual(data["error"]["type"], "invalid_request_error")
             self.assertIn("encoding_format", data["error"]["message"])
+
+    def test_responses_non_streaming(self):
+        body = {"model": MODEL, "instructions": "be brief",
+                "input": [{"role": "user", "content": "one  two\tthree"},
+                          {"type": "message", "role": "user",
+                           "content": [{"type": "input_text", "text": "four five"}]}]}
+        status, headers, data = post_json(self.sim.url, "/v1/responses", body)
+        self.assertEqual(status, 200, data)
+        self.assertEqual(headers.get("x-gpusim-backend"), "eu-1")
+        self.assertTrue(data["id"].startswith("resp_"), data["id"])
+        self.assertEqual(data["object"], "response")
+        self.assertIsInstance(data["created_at"], int)
+        self.assertEqual(data["status"], "completed")
+        self.assertIsNone(data["error"])
+        self.assertIsNone(data["incomplete_details"])
+        self.assertEqual(data["instructions"], "be brief")
+        self.assertEqual(data["model"], MODEL)
+        self.assertEqual(len(data["output"]), 1)
+        item = data["output"][0]
+        self.assertEqual(item["type"], "message")
+        self.assertTrue(item["id"].startswith("msg_"), item["id"])
+        self.assertEqual(item["status"], "completed")
+        self.assertEqual(item["role"], "assistant")
+        self.assertEqual(item["content"], [{"type": "output_text",
+                                            "text": "eu-1:0 eu-1:1 eu-1:2 eu-1:3 ",
+                                            "annotations": [], "logprobs": []}])
+        # Prompt tokens as chat counts them: the words of instructions and input.
+        self.assertEqual(data["usage"]["input_tokens"], 7)
+        self.assertEqual(data["usage"]["output_tokens"], 4)
+        self.assertEqual(data["usage"]["total_tokens"], 11)
+        # A plain string input, max_output_tokens, and the other model.
+        status, _, data = post_json(self.sim.url, "/v1/responses",
+                                    {"model": "tiny", "input": "a b c", "max_output_tokens": 2})
+        self.assertEqual(status, 200, data)
+        self.assertEqual(data["model"], "tiny")
+        self.assertIsNone(data["instructions"])
+        self.assertEqual(data["max_output_tokens"], 2)
+        self.assertEqual(data["output"][0]["content"][0]["text"], "eu-1:0 eu-1:1 ")
+        self.assertEqual(data["usage"]["input_tokens"], 3)
+        self.assertEqual(data["usage"]["output_tokens"], 2)
+        stats = self.sim.stats()
+        self.assertEqual(stats["requests_by_path"]["/v1/responses"], 2)
+        self.assertEqual(stats["by_model"], {MODEL: 1, "tiny": 1})
+
+    def test_responses_streaming(self):
+        events = responses_stream(self.sim.url, {"model": MODEL, "input": "a b",
+                                                 "instructions": "c"})
+        names = [name for name, _ in events]
+        self.assertEqual(names, RESPONSES_EVENT_ORDER + ["response.output_text.delta"] * 4
+                         + RESPONSES_CLOSING, names)
+        self.assertNotIn("[DONE]", [data for _, data in events])
+        data = [json.loads(d) for _, d in events]
+        self.assertEqual([d["type"] for d in data], names)
+        self.assertEqual([d["sequence_number"] for d in data], list(range(len(data))))
+        created, in_progress = data[0]["response"], data[1]["response"]
+        self.assertTrue(created["id"].startswith("resp_"))
+        self.assertEqual(created["status"], "in_progress")
+        self.assertEqual(created["output"], [])
+        self.assertEqual(created["model"], MODEL)
+        self.assertEqual(in_progress, created)
+        item_id = data[2]["item"]["id"]
+        self.assertTrue(item_id.startswith("msg_"))
+        self.assertEqual(data[2]["item"]["status"], "in_progress")
+        self.assertEqual(data[2]["output_index"], 0)
+        self.assertEqual(data[3]["part"]["text"], "")
+        deltas = [d for d in data if d["type"] == "response.output_text.delta"]
+        for d in deltas + [data[3], data[-4], data[-3]]:
+            self.assertEqual((d["item_id"], d["output_index"], d["content_index"]),
+                             (item_id, 0, 0))
+        # Token texts as chat's, so a test can tell which backend served it.
+        self.assertEqual([d["delta"] for d in deltas], ["eu-1:0 ", "eu-1:1 ", "eu-1:2 ", "eu-1:3 "])
+        text = "".join(d["delta"] for d in deltas)
+        self.assertEqual(data[-4]["text"], text)
+        self.assertEqual(data[-3]["part"]["text"], text)
+        self.assertEqual(data[-2]["item"]["id"], item_id)
+        self.assertEqual(data[-2]["item"]["status"], "completed")
+        self.assertEqual(data[-2]["item"]["content"][0]["text"], text)
+        done = data[-1]["response"]
+        self.assertEqual(done["id"], created["id"])
+        self.assertEqual(done["status"], "completed")
+        self.assertEqual(done["output"], [data[-2]["item"]])
+        self.assertEqual((done["usage"]["input_tokens"], done["usage"]["output_tokens"],
+                          done["usage"]["total_tokens"]), (3, 4, 7))
+        stats = wait_until(lambda: (s := self.sim.stats())["streams_completed"] == 1 and s,
+                           timeout=5, message="stream counted as completed")
+        self.assertEqual(stats["streams_started"], 1)
+        self.assertEqual(stats["tokens_generated"], 4)
+        # max_output_tokens caps the deltas and moves the closing sequence numbers.
+        events = responses_stream(self.sim.url, {"model": MODEL, "input": "x",
+                                                 "max_output_tokens": 1})
+        data = [json.loads(d) for _, d in events]
+        self.assertEqual([d["type"] for d in data], RESPONSES_EVENT_ORDER
+                         + ["response.output_text.delta"] + RESPONSES_CLOSING)
+        self.assertEqual([d["sequence_number"] for d in data], list(range(9)))
+        self.assertEqual(data[-1]["response"]["usage"]["output_tokens"], 1)
+
+    def test_responses_errors(self):
+        status, _, data = post_json(self.sim.url, "/v1/responses",
+                                    {"model": "nope", "input": "hi"})
+        self.assertEqual(status, 404, data)
+        self.assertEqual(data["error"]["code"], "model_not_found")
+        with self.assertRaises(HttpStatusError) as ctx:
+            responses_stream(self.sim.url, {"model": "nope", "input": "hi"})
+        self.assertEqual(ctx.exception.status, 404)
+        for bad in ({"model": MODEL},
+                    {"model": MODEL, "input": 5},
+                    {"model": MODEL, "input": []},
+                    {"model": MODEL, "input": ["hi"]},
+                    {"model": MODEL, "input": [{"role": "user", "content": 5}]},
+                    {"model": MODEL, "input": "hi", "instructions": 5},
+                    {"model": MODEL, "input": "hi", "max_output_tokens": 0},
+                    {"model": MODEL, "input": "hi", "stream": "yes"},
+                    {"input": "hi"}):
+            status, _, data = post_json(self.sim.url, "/v1/responses", bad)
+            self.assertEqual(status, 400, (bad, data))
+            self.assertEqual(data["error"]["type"], "invalid_request_error")
+        status, _, _ = get_json(self.sim.url, "/v1/responses")
+        self.assertEqual(status, 405)
 
     def test_errors(self):
         status, _, data = post_json(self.sim.url, "/v1/chat/completions", chat_body("nope"))
@@ -349,6 +493,22 @@ class TimingTest(unittest.TestCase):
         sim.health()
         self.assertLess(time.monotonic() - t0, 5)
 
+    def test_responses_ttft_after_created(self):
+        sim = GpuSim(rtt_ms=300, ttft_ms=200, token_interval_ms=0, tokens=1).start(self)
+        t0 = time.monotonic()
+        s = SseStream(sim.url, "/v1/responses", {"model": MODEL, "input": "hi", "stream": True})
+        self.addCleanup(s.close)
+        head_at = time.monotonic()
+        created_at, created = s.next_event()
+        self.assertEqual(json.loads(created)["type"], "response.created")
+        while (ev := s.next_event()) is not None:
+            if json.loads(ev[1])["type"] == "response.output_text.delta":
+                break
+        self.assertIsNotNone(ev)
+        self.assertGreater(head_at - t0, 0.25)  # the head after the RTT
+        # response.created comes with the head, the first delta a TTFT later.
+        self.assertGreater(ev[0] - created_at, 0.15)
+
     def test_slow_mode_multiplies(self):
         sim = GpuSim(ttft_ms=60, token_interval_ms=0, tokens=1).start(self)
         sim.control("slow", factor=5)
@@ -496,6 +656,33 @@ class FailureModesTest(unittest.TestCase):
         self.assertEqual(tokens_of(got), ["gpusim:0 ", "gpusim:1 "])
         wait_until(lambda: sim.stats()["streams_aborted"] == 1, message="an aborted stream")
         self.assertEqual(sim.stats()["inflight"], 0)
+
+    def test_die_after_resets_responses_stream(self):
+        sim = GpuSim(ttft_ms=1, token_interval_ms=5, tokens=10).start(self)
+        sim.control("die_after", n=2)
+        stream = SseStream(sim.url, "/v1/responses",
+                           {"model": MODEL, "input": "hi", "stream": True})
+        self.addCleanup(stream.close)
+        self.assertEqual(stream.status, 200)
+        got = []
+        with self.assertRaises(ConnectionResetError):
+            while True:
+                ev = stream.next_event(timeout=10)
+                if ev is None:
+                    break
+                got.append(json.loads(ev[1]))
+        self.assertEqual([d["type"] for d in got],
+                         RESPONSES_EVENT_ORDER + ["response.output_text.delta"] * 2)
+        self.assertEqual([d["delta"] for d in got[4:]], ["gpusim:0 ", "gpusim:1 "])
+        wait_until(lambda: sim.stats()["streams_aborted"] == 1, message="an aborted stream")
+        self.assertEqual(sim.stats()["inflight"], 0)
+        # Non-streamed: the head, then the reset instead of the body.
+        with self.assertRaises((ConnectionResetError, http.client.HTTPException)):
+            post_json(sim.url, "/v1/responses", {"model": MODEL, "input": "hi"})
+        sim.control("error500")
+        status, _, data = post_json(sim.url, "/v1/responses", {"model": MODEL, "input": "hi"})
+        self.assertEqual(status, 500)
+        self.assertEqual(set(data["error"]), {"message", "type", "code"})
 
     def test_die_after_zero_resets_after_head(self):
         sim = GpuSim(ttft_ms=1, token_interval_ms=5, tokens=10, mode="die_after:0").start(self)
