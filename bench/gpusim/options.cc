@@ -95,7 +95,9 @@ std::optional<HostPort> parse_host_port(const std::string& text) {
 
 std::string usage() {
   return R"(usage: geogate-gpusim [options]
-An OpenAI-compatible GPU inference backend simulator.
+An OpenAI-compatible GPU inference backend simulator. Serves POST
+/v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings, GET
+/v1/models, /health, /metrics (see bench/README.md).
 
   --listen HOST:PORT        main listener (default 127.0.0.1:8000; port 0 = any free port)
   --port-file F             also write the bound port number to F
