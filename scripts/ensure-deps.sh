@@ -8,7 +8,7 @@ for cmd in cmake ninja g++ pkg-config python3 openssl mmdblookup perl promtool w
   command -v "$cmd" >/dev/null 2>&1 || need=1
 done
 for f in /usr/include/boost/beast.hpp /usr/include/boost/json.hpp /usr/include/boost/url.hpp \
-         /usr/include/maxminddb.h /usr/include/toml++/toml.h /usr/include/catch2/catch.hpp \
+         /usr/include/x86_64-linux-gnu/maxminddb.h /usr/include/toml++/toml.h /usr/include/catch2/catch.hpp \
          /usr/include/absl/container/flat_hash_map.h /usr/lib/x86_64-linux-gnu/perl5/5.36/MaxMind/DB/Writer.pm; do
   [[ -e "$f" ]] || need=1
 done
