@@ -78,11 +78,4 @@ char* WriteJsonString(char* dst, std::string_view s) {
   return dst;
 }
 
-void AppendJsonString(std::string& out, std::string_view s) {
-  size_t old = out.size();
-  out.resize(old + JsonStringBound(s));
-  char* end = WriteJsonString(out.data() + old, s);
-  out.resize(static_cast<size_t>(end - out.data()));
-}
-
 }  // namespace geogate::gateway

@@ -10,9 +10,6 @@
 
 namespace geogate::gateway {
 
-/// Appends `s` to `out` as a JSON string literal (quotes included).
-void AppendJsonString(std::string& out, std::string_view s);
-
 /// The longest text WriteJsonString writes for `s`: every byte a \u00XX
 /// escape, and the quotes.
 constexpr size_t JsonStringBound(std::string_view s) {

@@ -9,6 +9,19 @@
 using namespace geogate::gateway;
 namespace json = boost::json;
 
+namespace {
+
+// Appends `s` as a JSON string literal, the way the access log writes one:
+// into room for JsonStringBound(s), then trimmed to what was written.
+void AppendJsonString(std::string& out, std::string_view s) {
+  size_t old = out.size();
+  out.resize(old + JsonStringBound(s));
+  char* end = WriteJsonString(out.data() + old, s);
+  out.resize(static_cast<size_t>(end - out.data()));
+}
+
+}  // namespace
+
 TEST_CASE("JSON string escaping round-trips every byte and keeps clean runs whole", "[json_text]") {
   std::string all;
   for (int c = 1; c < 256; ++c)
