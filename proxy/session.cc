@@ -3,7 +3,6 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/error.hpp>
@@ -30,36 +29,6 @@ routing::IpAddr ToIpAddr(const net::ip::address& a) {
   return routing::IpAddr::FromV6(a.to_v6().to_bytes());
 }
 
-// A total deadline for the reads of one phase of a request (its head, its
-// body): when it passes, the connection's pending I/O is cancelled, not the
-// socket closed as a tcp_stream timeout would, so a 408 can still be sent.
-// Disarmed when it goes out of scope, so a timer that expired in the same
-// turn cannot cancel whatever the connection does next.
-class CancelAfter {
- public:
-  CancelAfter(beast::tcp_stream& tcp, health::Millis timeout) : timer_(tcp.get_executor()) {
-    timer_.expires_after(timeout);
-    timer_.async_wait([&tcp, armed = armed_, fired = fired_](boost::system::error_code ec) {
-      if (ec || !*armed) return;
-      *fired = true;
-      boost::system::error_code ignored;
-      tcp.socket().cancel(ignored);
-    });
-  }
-  ~CancelAfter() {
-    *armed_ = false;
-    timer_.cancel();
-  }
-  CancelAfter(const CancelAfter&) = delete;
-  CancelAfter& operator=(const CancelAfter&) = delete;
-  bool fired() const { return *fired_; }
-
- private:
-  std::shared_ptr<bool> armed_ = std::make_shared<bool>(true);
-  std::shared_ptr<bool> fired_ = std::make_shared<bool>(false);
-  net::steady_timer timer_;
-};
-
 net::awaitable<void> RunSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
                                 std::optional<ErrorKind> refusal) {
   Session session(worker, std::move(socket), spec, refusal);
@@ -79,7 +48,7 @@ void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec
 
 Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
                  std::optional<ErrorKind> refusal)
-    : worker_(worker), spec_(spec), watchdog_(worker.ioc(), worker.time()), refusal_(refusal) {
+    : worker_(worker), spec_(spec), watchdog_(worker.timers(), worker.time()), refusal_(refusal) {
   boost::system::error_code ec;
   auto ep = socket.remote_endpoint(ec);
   if (!ec) peer_ = ToIpAddr(ep.address());
@@ -93,7 +62,7 @@ Session::Session(Worker& worker, Stream stream, const routing::IpAddr& peer, Lis
       spec_(spec),
       peer_(peer),
       stream_(std::move(stream)),
-      watchdog_(worker.ioc(), worker.time()) {
+      watchdog_(worker.timers(), worker.time()) {
   Open();
 }
 
@@ -140,6 +109,10 @@ void Session::Close() {
   stream_->close();
 }
 
+void Session::Guard(health::Millis timeout, Watchdog::OnExpiry what) {
+  watchdog_.Guard(&*stream_, worker_.time().monotonic() + timeout, what);
+}
+
 bool Session::AdmitClient() {
   uint32_t limit = (*worker_.runtime())->config->gateway.limits.max_connections_per_ip;
   ConnectionsPerIp* counts = worker_.shared().connections_per_ip;
@@ -168,7 +141,7 @@ net::awaitable<void> Session::Refuse(ErrorKind why) {
 
 net::awaitable<bool> Session::ReadProxyHeader() {
   const auto& limits = (*worker_.runtime())->config->gateway.limits;
-  stream_->lowest().expires_after(limits.header_timeout);
+  Guard(limits.header_timeout);
   for (;;) {
     auto data = buffer_.data();
     routing::ProxyParseResult r = routing::ParseProxyProtocol(
@@ -176,7 +149,7 @@ net::awaitable<bool> Session::ReadProxyHeader() {
     if (r.status == routing::ProxyParseStatus::kDone) {
       buffer_.consume(r.header.consumed);
       if (!r.header.local && r.header.source) proxy_source_ = r.header.source;
-      stream_->lowest().expires_never();
+      watchdog_.Disarm();
       co_return true;
     }
     if (r.status == routing::ProxyParseStatus::kInvalid ||
@@ -184,7 +157,7 @@ net::awaitable<bool> Session::ReadProxyHeader() {
       co_return false;
     // Read only what the header can still need, so bytes after it stay in
     // the socket for the TLS layer or the HTTP parser.
-    auto [ec, n] = co_await stream_->lowest().async_read_some(buffer_.prepare(512), kUseTuple);
+    auto [ec, n] = co_await stream_->async_read_tcp(buffer_.prepare(512), kUseTuple);
     if (ec) co_return false;
     buffer_.commit(n);
   }
@@ -197,16 +170,16 @@ net::awaitable<bool> Session::Handshake() {
   if (!tls_context_) co_return false;
   beast::tcp_stream tcp = std::move(stream_->lowest());
   stream_.emplace(std::move(tcp), *tls_context_);
-  stream_->lowest().expires_after(limits.header_timeout);
+  Guard(limits.header_timeout);
   auto [ec, used] = co_await stream_->tls().async_handshake(net::ssl::stream_base::server,
                                                             buffer_.data(), kUseTuple);
+  watchdog_.Disarm();
   if (ec) {
     worker_.metrics().tls_handshake_failures++;
     co_return false;
   }
   buffer_.consume(used);
   worker_.metrics().tls_handshakes++;
-  stream_->lowest().expires_never();
   co_return true;
 }
 
@@ -223,10 +196,13 @@ boost::system::error_code Session::ParseBuffered(RequestParser& parser, bool hea
 
 net::awaitable<boost::system::error_code> Session::ReadHeader(RequestParser& parser,
                                                               health::Millis header_timeout) {
-  CancelAfter deadline(stream_->lowest(), header_timeout);
-  stream_->lowest().expires_never();
+  // A total deadline: it interrupts the read rather than closing, so a
+  // 408 can still be sent.
+  Guard(header_timeout, Watchdog::OnExpiry::kInterrupt);
   auto [rec, n] = co_await http::async_read_header(*stream_, buffer_, parser, kUseTuple);
-  co_return deadline.fired() ? beast::error::timeout : rec;
+  bool fired = watchdog_.expired();
+  watchdog_.Disarm();
+  co_return fired ? beast::error::timeout : rec;
 }
 
 net::awaitable<boost::system::error_code> Session::ReadBody(RequestParser& parser,
@@ -234,15 +210,20 @@ net::awaitable<boost::system::error_code> Session::ReadBody(RequestParser& parse
   // A total deadline like the head's, from the end of the head: a client
   // that trickles its body gets 408 when it passes, however steadily the
   // bytes come, and a stalled one no longer holds the connection silently.
-  CancelAfter deadline(stream_->lowest(), body_timeout);
-  stream_->lowest().expires_never();
+  Guard(body_timeout, Watchdog::OnExpiry::kInterrupt);
+  boost::system::error_code ec;
   if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     auto [wec, wn] = co_await net::async_write(*stream_, net::buffer(kContinue), kUseTuple);
-    if (wec) co_return deadline.fired() ? beast::error::timeout : wec;
+    ec = wec;
   }
-  auto [ec, n] = co_await http::async_read(*stream_, buffer_, parser, kUseTuple);
-  co_return deadline.fired() ? beast::error::timeout : ec;
+  if (!ec) {
+    auto [rec, n] = co_await http::async_read(*stream_, buffer_, parser, kUseTuple);
+    ec = rec;
+  }
+  bool fired = watchdog_.expired();
+  watchdog_.Disarm();
+  co_return fired ? beast::error::timeout : ec;
 }
 
 net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
@@ -266,9 +247,9 @@ net::awaitable<bool> Session::Send(http::response<http::string_body>& res, bool 
   res.prepare_payload();
   if (head) res.body().clear();  // Content-Length stays the body's
   const auto& limits = (*worker_.runtime())->config->gateway.limits;
-  stream_->expires_after(limits.idle_timeout);
+  Guard(limits.idle_timeout);
   auto [ec, n] = co_await http::async_write(*stream_, res, kUseTuple);
-  stream_->expires_never();
+  watchdog_.Disarm();
   worker_.metrics().bytes_out += n;
   co_return !ec;
 }
@@ -298,16 +279,16 @@ net::awaitable<void> Session::LingeringClose() {
   // After an error answered before the whole request was read, stop sending
   // but keep draining what the client still sends for a moment, so its TCP
   // stack does not turn our close into a reset that destroys the response.
-  boost::system::error_code ec;
-  stream_->lowest().socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
-  stream_->lowest().expires_after(kLingerTimeout);
+  stream_->shutdown_send();
+  Guard(kLingerTimeout);
   size_t total = 0;
   char sink[4096];
   while (total < kLingerMaxBytes) {
-    auto [rec, n] = co_await stream_->lowest().async_read_some(net::buffer(sink), kUseTuple);
+    auto [rec, n] = co_await stream_->async_read_tcp(net::buffer(sink), kUseTuple);
     if (rec) break;
     total += n;
   }
+  watchdog_.Disarm();
 }
 
 namespace {
@@ -424,7 +405,6 @@ net::awaitable<void> Session::Run() {
       }
       break;
     }
-    stream_->lowest().expires_never();
     Request req = parser.release();
     worker_.metrics().bytes_in += req.body().size();
     bool keep = false;
@@ -446,11 +426,11 @@ net::awaitable<void> Session::Run() {
     co_return;
   }
   if (stream_->is_tls()) {
-    stream_->lowest().expires_after(kTlsShutdownTimeout);
+    Guard(kTlsShutdownTimeout);
     co_await stream_->tls().async_shutdown(kUseTuple);
+    watchdog_.Disarm();
   } else {
-    boost::system::error_code ec;
-    stream_->lowest().socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+    stream_->shutdown_send();
   }
 }
 

@@ -93,6 +93,8 @@ class Session : public IdleHook {
   bool AdmitClient();
   /// Answers a refused connection with a 503 and closes it.
   net::awaitable<void> Refuse(ErrorKind why);
+  /// The connection's deadline (the Watchdog's), `timeout` from now.
+  void Guard(health::Millis timeout, Watchdog::OnExpiry what = Watchdog::OnExpiry::kClose);
   /// Enters or leaves the worker's idle list.
   void SetIdle(bool idle);
   net::awaitable<bool> Handshake();

@@ -81,20 +81,25 @@ class Stream {
 #endif
     lowest().close();
   }
-  /// A deadline for Beast's tcp_stream operations (async_read_some and
-  /// async_write_some below, and Beast's composed operations over them).
-  /// The test kind has no such timer: its deadlines are the Watchdog's.
-  void expires_after(std::chrono::steady_clock::duration d) {
+  /// Ends every pending operation with an error but leaves the connection
+  /// open, so an answer can still be written (a deadline that sends 408).
+  /// The test kind closes its input instead: pending and later reads see
+  /// EOF, writes still go out.
+  void interrupt() {
 #ifdef GEOGATE_TEST_TRANSPORT
-    if (test_) return;
+    if (test_) return test_->close_remote();
 #endif
-    lowest().expires_after(d);
+    boost::system::error_code ec;
+    lowest().socket().cancel(ec);
   }
-  void expires_never() {
+  /// Sends a FIN: no more bytes from this side (TLS: the caller sends
+  /// close_notify first). The test kind closes.
+  void shutdown_send() {
 #ifdef GEOGATE_TEST_TRANSPORT
-    if (test_) return;
+    if (test_) return test_->close();
 #endif
-    lowest().expires_never();
+    boost::system::error_code ec;
+    lowest().socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   }
 
   /// One read straight from the socket (TLS: the TLS stream), past the
@@ -107,6 +112,17 @@ class Stream {
 #endif
     if (tls_) return tls_->async_read_some(buffers, std::forward<ReadToken>(token));
     return plain_->socket().async_read_some(buffers, std::forward<ReadToken>(token));
+  }
+
+  /// One read from the TCP socket under any TLS: a PROXY header before the
+  /// handshake, or what a closing connection still sends. The test kind
+  /// reads its stream.
+  template <class MutableBufferSequence, class ReadToken>
+  auto async_read_tcp(const MutableBufferSequence& buffers, ReadToken&& token) {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return test_->async_read_some(buffers, std::forward<ReadToken>(token));
+#endif
+    return lowest().socket().async_read_some(buffers, std::forward<ReadToken>(token));
   }
 
   /// Waits for the peer to send or close without consuming a byte: a

@@ -23,85 +23,75 @@ bool WatchdogNeedsRearm(bool armed, WatchdogClock::time_point armed_at,
   return !armed || wanted < armed_at;
 }
 
-Watchdog::Watchdog(net::io_context& ioc, const health::TimeSource& time)
-    : st_(std::make_shared<State>(ioc, time)) {}
+Watchdog::Watchdog(health::TimerFactory& timers, const health::TimeSource& time)
+    : time_(time), timer_(timers.create([this] { Wake(); })) {}
 
-Watchdog::~Watchdog() {
-  st_->alive = false;
-  st_->target = nullptr;
-  st_->backend = nullptr;
-  st_->on_poll = nullptr;
-  if (st_->armed) st_->timer.cancel();
-}
-
-void Watchdog::Guard(Stream* target, Clock::time_point deadline) {
-  st_->target = target;
-  st_->deadline = deadline;
-  Want(st_, deadline);
+void Watchdog::Guard(Stream* target, Clock::time_point deadline, OnExpiry what) {
+  target_ = target;
+  deadline_ = deadline;
+  on_expiry_ = what;
+  Want(deadline);
 }
 
 void Watchdog::PollHealth(const health::BackendState* backend, std::chrono::milliseconds period,
                           std::function<void()> on_poll) {
-  st_->backend = backend;
-  st_->on_poll = std::move(on_poll);
-  st_->period = period;
-  st_->next_poll = st_->time.monotonic() + period;
-  Want(st_, st_->next_poll);
+  backend_ = backend;
+  on_poll_ = std::move(on_poll);
+  period_ = period;
+  next_poll_ = time_.monotonic() + period;
+  Want(next_poll_);
 }
 
 void Watchdog::StopPolling() {
-  st_->backend = nullptr;
-  st_->on_poll = nullptr;
-  st_->next_poll = Clock::time_point::max();
+  backend_ = nullptr;
+  on_poll_ = nullptr;
+  next_poll_ = Clock::time_point::max();
 }
 
 void Watchdog::Disarm() {
-  st_->target = nullptr;
-  st_->deadline = Clock::time_point::max();
+  target_ = nullptr;
+  deadline_ = Clock::time_point::max();
   StopPolling();
-  st_->expired = false;
-  st_->abandoned = false;
+  expired_ = false;
+  abandoned_ = false;
 }
 
-void Watchdog::Want(const std::shared_ptr<State>& st, Clock::time_point at) {
-  if (WatchdogNeedsRearm(st->armed, st->armed_at, at)) Arm(st, at);
+void Watchdog::Want(Clock::time_point at) {
+  if (!WatchdogNeedsRearm(timer_->enabled(), armed_at_, at)) return;
+  armed_at_ = at;
+  // Timers count whole milliseconds: round up, so the wake is never early
+  // (an early one would only sleep again for the remainder).
+  auto wait = std::chrono::ceil<health::Millis>(at - time_.monotonic());
+  timer_->enable(std::max(wait, health::Millis(0)));
 }
 
-void Watchdog::Arm(const std::shared_ptr<State>& st, Clock::time_point at) {
-  st->armed = true;
-  st->armed_at = at;
-  uint64_t generation = ++st->generation;
-  // Relative to the TimeSource's now, so the deadline is in its time.
-  st->timer.expires_after(at - st->time.monotonic());  // a pending wait ends with operation_aborted
-  st->timer.async_wait([st, generation](boost::system::error_code) {
-    if (!st->alive || generation != st->generation) return;
-    st->armed = false;
-    Wake(st);
-  });
-}
-
-void Watchdog::Wake(const std::shared_ptr<State>& st) {
-  WatchdogWake w = OnWatchdogWake(st->time.monotonic(), st->deadline, st->next_poll, st->period);
+void Watchdog::Wake() {
+  WatchdogWake w = OnWatchdogWake(time_.monotonic(), deadline_, next_poll_, period_);
   if (w.expire) {
-    st->expired = true;
-    st->deadline = Clock::time_point::max();
-    st->next_poll = Clock::time_point::max();
-    if (st->target != nullptr) st->target->close();
+    expired_ = true;
+    deadline_ = Clock::time_point::max();
+    next_poll_ = Clock::time_point::max();
+    if (target_ != nullptr) {
+      if (on_expiry_ == OnExpiry::kInterrupt)
+        target_->interrupt();
+      else
+        target_->close();
+    }
     return;
   }
   if (w.poll) {
     // routable() ignores its argument (ejection is cleared only by a probe).
-    if (st->backend != nullptr && !st->backend->routable(0)) {
-      st->abandoned = true;
-      st->deadline = Clock::time_point::max();
-      st->next_poll = Clock::time_point::max();
-      if (st->target != nullptr) st->target->close();
+    if (backend_ != nullptr && !backend_->routable(0)) {
+      abandoned_ = true;
+      deadline_ = Clock::time_point::max();
+      next_poll_ = Clock::time_point::max();
+      if (target_ != nullptr) target_->close();
       return;
     }
-    if (st->on_poll) st->on_poll();
+    if (on_poll_) on_poll_();
   }
-  st->next_poll = w.next_poll;
-  Want(st, w.sleep_until);
+  next_poll_ = w.next_poll;
+  Want(w.sleep_until);
 }
 
 }  // namespace geogate::gateway

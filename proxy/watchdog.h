@@ -13,6 +13,11 @@
 // While a request waits for its first byte the Watchdog also polls the
 // backend's health, so an attempt on a backend the prober has taken out of
 // rotation is abandoned within one poll period.
+//
+// It is the one deadline mechanism of a client connection (its head, body,
+// writes, TLS handshake and shutdown, idle keep-alive) and of the upstream
+// connection serving it. Its timer comes from a health::TimerFactory, so in
+// tests simulated time fires every deadline.
 #pragma once
 
 #include <chrono>
@@ -20,17 +25,11 @@
 #include <functional>
 #include <memory>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include "health/backend_state.h"
 #include "health/time_source.h"
 #include "proxy/stream.h"
 
 namespace geogate::gateway {
-
-namespace net = boost::asio;
-namespace beast = boost::beast;
 
 using WatchdogClock = std::chrono::steady_clock;
 
@@ -57,16 +56,21 @@ class Watchdog {
  public:
   using Clock = WatchdogClock;
 
-  /// @param time what "now" is; the timer waits out the difference to a
-  ///        deadline on `ioc`.
-  Watchdog(net::io_context& ioc, const health::TimeSource& time);
-  ~Watchdog();
+  /// What a passed deadline does to the guarded stream.
+  enum class OnExpiry {
+    kClose,      // close it: every pending operation fails
+    kInterrupt,  // end its pending operations but keep it open (a 408 still goes out)
+  };
+
+  /// @param timers where the one timer comes from (the worker's; tests:
+  ///        simulated time). @param time what "now" is.
+  Watchdog(health::TimerFactory& timers, const health::TimeSource& time);
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  /// Closes `target` (so its pending operation fails) once `deadline`
-  /// passes, unless Guard or Disarm is called again before.
-  void Guard(Stream* target, Clock::time_point deadline);
+  /// Closes (or interrupts) `target` once `deadline` passes, unless Guard
+  /// or Disarm is called again before.
+  void Guard(Stream* target, Clock::time_point deadline, OnExpiry what = OnExpiry::kClose);
   /// Until StopPolling or Disarm: every `period`, closes the guarded stream
   /// when `backend` is no longer routable (abandoned() then says so), and
   /// otherwise calls `on_poll` (work that only a request still waiting
@@ -78,33 +82,26 @@ class Watchdog {
   void Disarm();
 
   /// The guarded stream was closed because its deadline passed.
-  bool expired() const { return st_->expired; }
+  bool expired() const { return expired_; }
   /// The guarded stream was closed because the polled backend left rotation.
-  bool abandoned() const { return st_->abandoned; }
+  bool abandoned() const { return abandoned_; }
 
  private:
-  struct State {
-    State(net::io_context& ioc, const health::TimeSource& t) : timer(ioc), time(t) {}
-    net::steady_timer timer;
-    const health::TimeSource& time;
-    Stream* target = nullptr;
-    Clock::time_point deadline = Clock::time_point::max();
-    const health::BackendState* backend = nullptr;
-    std::chrono::milliseconds period{};
-    Clock::time_point next_poll = Clock::time_point::max();
-    std::function<void()> on_poll;
-    bool armed = false;
-    Clock::time_point armed_at{};
-    uint64_t generation = 0;  // tells a superseded wait's handler to do nothing
-    bool alive = true;
-    bool expired = false;
-    bool abandoned = false;
-  };
-  static void Want(const std::shared_ptr<State>& st, Clock::time_point at);
-  static void Arm(const std::shared_ptr<State>& st, Clock::time_point at);
-  static void Wake(const std::shared_ptr<State>& st);
+  void Want(Clock::time_point at);
+  void Wake();
 
-  std::shared_ptr<State> st_;
+  const health::TimeSource& time_;
+  health::TimerPtr timer_;  // its callback is Wake; destroying it recalls a queued one
+  Stream* target_ = nullptr;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  OnExpiry on_expiry_ = OnExpiry::kClose;
+  const health::BackendState* backend_ = nullptr;
+  std::chrono::milliseconds period_{};
+  Clock::time_point next_poll_ = Clock::time_point::max();
+  std::function<void()> on_poll_;
+  Clock::time_point armed_at_{};  // when the timer, if enabled, wakes
+  bool expired_ = false;
+  bool abandoned_ = false;
 };
 
 }  // namespace geogate::gateway

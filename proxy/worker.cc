@@ -26,10 +26,11 @@ constexpr size_t kMaxRefusalsInFlight = 64;
 }  // namespace
 
 Worker::Worker(size_t id, ServerShared& shared, const health::TimeSource& time,
-               UpstreamConnector* upstreams)
+               health::TimerFactory* timers, UpstreamConnector* upstreams)
     : id_(id),
       shared_(shared),
       time_(time),
+      timers_(timers != nullptr ? timers : &own_timers_),
       runtime_(shared.runtime),
       upstreams_(upstreams != nullptr ? upstreams : &pool_),
       log_(shared.access_log),

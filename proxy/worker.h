@@ -16,6 +16,7 @@
 #include "accounting/showback_ledger.h"
 #include "common/buffer_pool.h"
 #include "common/bulk_queue.h"
+#include "health/asio_timer.h"
 #include "health/time_source.h"
 #include "observability/access_log.h"
 #include "proxy/idle_list.h"
@@ -43,16 +44,19 @@ class Worker {
  public:
   /// @param time the clock of everything on this worker: sessions, the
   ///        proxy call, the Watchdog and the pool read time only through it.
+  /// @param timers where the deadlines of its connections (the Watchdogs)
+  ///        get their timers; null (production): timers on its io_context.
   /// @param upstreams where proxy calls get their upstream connections;
   ///        null (production): the worker's own pool.
   Worker(size_t id, ServerShared& shared, const health::TimeSource& time,
-         UpstreamConnector* upstreams = nullptr);
+         health::TimerFactory* timers = nullptr, UpstreamConnector* upstreams = nullptr);
   ~Worker();
 
   size_t id() const { return id_; }
   net::io_context& ioc() { return *ioc_; }
   ServerShared& shared() { return shared_; }
   const health::TimeSource& time() const { return time_; }
+  health::TimerFactory& timers() { return *timers_; }
 
   /// Binds an SO_REUSEPORT acceptor (called on the main thread before Start).
   void AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec);
@@ -124,6 +128,8 @@ class Worker {
   // reactor's per-descriptor locks are dropped. Posting stays locked.
   std::unique_ptr<net::io_context> ioc_ =
       std::make_unique<net::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO);
+  health::AsioTimerFactory own_timers_{*ioc_};
+  health::TimerFactory* timers_;  // &own_timers_ unless the constructor was given another
   std::thread thread_;
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
   LocalRuntime runtime_;

@@ -25,57 +25,14 @@
 #include "routing/residency.h"
 #include "testing/simulated_time.h"
 
+#include "in_memory.h"
+
 using namespace geogate;
 using namespace geogate::gateway;
+using namespace geogate::gateway::testing;
 namespace test = boost::beast::test;
 
 namespace {
-
-// Two backends of one model in one region, both allowed to every client.
-config::SnapshotConstPtr TwoBackends() {
-  std::string text = R"([gateway]
-edge = "e"
-[[gateway.listeners]]
-address = "127.0.0.1:0"
-[geo]
-unknown = "any"
-[[regions]]
-name = "r0"
-jurisdiction = "EU"
-location = { lat = 1.0, lon = 1.0 }
-[[backends]]
-name = "b0"
-region = "r0"
-url = "http://127.0.0.1:1000"
-models = ["m"]
-[[backends]]
-name = "b1"
-region = "r0"
-url = "http://127.0.0.1:1001"
-models = ["m"]
-[[residency]]
-name = "any"
-allow_regions = ["r0"]
-)";
-  auto r = config::LoadString(text, "call.toml", "/tmp",
-                              [](const std::string&) { return std::optional<std::string>(); });
-  INFO((r.errors.empty() ? std::string() : r.errors.front().ToString()));
-  REQUIRE(r.ok());
-  return r.snapshot;
-}
-
-RuntimeConstPtr MakeRuntime(config::SnapshotConstPtr snap) {
-  auto rt = std::make_shared<Runtime>();
-  for (const config::Backend& b : snap->backends) {
-    auto state = std::make_shared<health::BackendState>(b.name);
-    state->state = health::HealthState::kHealthy;
-    rt->backends.push_back(std::move(state));
-    rt->backend_tls.push_back(nullptr);
-  }
-  rt->config = std::move(snap);
-  rt->generation = 1;
-  return rt;
-}
 
 // What one Connect does: refuse, or open a connection whose backend has
 // already written `response` and then, if `close_after`, closes.
@@ -186,9 +143,10 @@ constexpr std::string_view kOk =
 // A worker in simulated time whose upstreams come from the script, one
 // client connection over a test stream, and one request on it.
 struct CallFixture {
-  CallFixture() {
+  /// @param extra TOML appended to the two backends' configuration.
+  explicit CallFixture(std::string_view extra = {}) {
     connector.Bind(worker.ioc());
-    shared.runtime.Publish(MakeRuntime(TwoBackends()));
+    shared.runtime.Publish(MakeRuntime(TwoBackends(extra)));
     test::stream server_end(worker.ioc());
     server_end.connect(client);
     session.emplace(worker, Stream(std::move(server_end)), routing::IpAddr::FromV4(0x7f000001),
@@ -246,6 +204,13 @@ struct CallFixture {
     }
   }
 
+  /// Moves simulated time on by `d` (firing the deadlines due), then runs
+  /// what that made ready.
+  void Advance(health::Millis d) {
+    sim.advance(d);
+    RunReady();
+  }
+
   /// The index of backend `name`.
   size_t IndexOf(std::string_view name) const { return name == "b0" ? 0 : 1; }
 
@@ -255,7 +220,7 @@ struct CallFixture {
   health::SimulatedTime sim;
   ServerShared shared;
   ScriptedConnector connector;
-  Worker worker{0, shared, sim, &connector};
+  Worker worker{0, shared, sim, &sim, &connector};
   test::stream client{worker.ioc()};
   std::optional<Session> session;
   Request req;
@@ -395,4 +360,59 @@ TEST_CASE("proxy call: a client that disconnects cancels the upstream request", 
   f.RunReady();
   REQUIRE(read.has_value());
   CHECK(*read == net::error::eof);
+}
+
+// geogate_failovers_total{reason} of the fixture's worker.
+static double Failovers(CallFixture& f, std::string_view reason) {
+  const auto& values = f.worker.metrics().failovers.values();
+  auto it = values.find(LabelView<1>{reason});
+  return it == values.end() ? 0 : it->second;
+}
+
+TEST_CASE(
+    "proxy call: a backend that stalls before its first token is left at "
+    "first_token_timeout_ms for the next",
+    "[proxy_call]") {
+  CallFixture f("[gateway.upstream]\nfirst_token_timeout_ms = 2000\n");
+  f.connector.steps.push_back(ConnectStep::Serve(""));  // takes the request, never answers
+  f.connector.steps.push_back(ConnectStep::Serve(std::string(kOk)));
+  f.Start(R"({"model":"m","messages":[]})");
+  REQUIRE_FALSE(f.done);
+  f.Advance(health::Millis(1999));
+  CHECK_FALSE(f.done);  // prefill may take that long: still waiting
+  CHECK(f.connector.connects.size() == 1);
+  f.Advance(health::Millis(1));
+  CheckServedBySecondCandidate(f);
+  CHECK(Failovers(f, "first_token_timeout") == 1);
+}
+
+TEST_CASE("proxy call: a reset after the head, before the first token, is retried unseen",
+          "[proxy_call]") {
+  CallFixture f;
+  // A 200 stream head, then the backend dies before any body byte: the
+  // client has seen nothing yet, so another backend may still answer.
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead(), /*close_after=*/true));
+  f.connector.steps.push_back(ConnectStep::Serve(std::string(kOk)));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  std::string got = CheckServedBySecondCandidate(f);
+  CHECK(Count(got, "HTTP/1.1 ") == 1);  // one head: the second backend's
+  CHECK(got.find("text/event-stream") == std::string::npos);
+  CHECK(Failovers(f, "reset") == 1);
+}
+
+TEST_CASE("proxy call: a stream silent for stream_idle_timeout_ms is interrupted", "[proxy_call]") {
+  CallFixture f("[gateway.upstream]\nstream_idle_timeout_ms = 5000\n");
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE_FALSE(f.done);
+  f.Advance(health::Millis(4999));
+  CHECK_FALSE(f.done);
+  f.Advance(health::Millis(1));
+  REQUIRE(f.done);
+  CHECK(f.ctx->outcome == RequestOutcome::kInterrupted);
+  CHECK(f.ctx->upstream_error == "stream_idle");
+  std::string got = f.ClientGot();
+  CHECK(got.find("\"Hel\"") != std::string::npos);
+  CHECK(Count(got, "stream_interrupted") == 1);
+  CHECK(Count(got, "[DONE]") == 0);
 }

@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "health/asio_timer.h"
 #include "proxy/watchdog.h"
 #include "testing/simulated_time.h"
 
@@ -13,7 +14,7 @@ using namespace std::chrono_literals;
 using TP = WatchdogClock::time_point;
 
 namespace {
-const geogate::health::RealTimeSource kRealTime;  // these tests wait on real timers
+const geogate::health::RealTimeSource kRealTime;  // for the test on real timers
 constexpr TP kNever = TP::max();
 TP At(int ms) {
   return TP() + std::chrono::milliseconds(ms);
@@ -63,11 +64,13 @@ TEST_CASE("watchdog re-arm: only for an earlier wake-up", "[watchdog]") {
   CHECK_FALSE(WatchdogNeedsRearm(false, At(0), kNever));
 }
 
-TEST_CASE("watchdog: closes the guarded stream when its deadline passes", "[watchdog]") {
+TEST_CASE("watchdog: on real timers, closes the guarded stream when its deadline passes",
+          "[watchdog]") {
   boost::asio::io_context ioc;
+  geogate::health::AsioTimerFactory timers(ioc);
   Stream stream{beast::tcp_stream(ioc)};
   stream.lowest().socket().open(boost::asio::ip::tcp::v4());
-  Watchdog wd(ioc, kRealTime);
+  Watchdog wd(timers, kRealTime);
   auto t0 = WatchdogClock::now();
   wd.Guard(&stream, t0 + 1ms);
   wd.Guard(&stream, t0 + 30ms);  // moved later before the first wake
@@ -78,86 +81,105 @@ TEST_CASE("watchdog: closes the guarded stream when its deadline passes", "[watc
   CHECK(WatchdogClock::now() - t0 >= 30ms);  // not at the superseded deadline
 }
 
-TEST_CASE("watchdog: a disarmed deadline closes nothing", "[watchdog]") {
-  boost::asio::io_context ioc;
-  Stream stream{beast::tcp_stream(ioc)};
-  stream.lowest().socket().open(boost::asio::ip::tcp::v4());
-  Watchdog wd(ioc, kRealTime);
-  wd.Guard(&stream, WatchdogClock::now() + 5ms);
-  wd.Disarm();
-  ioc.run();  // the timer lapses
-  CHECK_FALSE(wd.expired());
-  CHECK(stream.lowest().socket().is_open());
-}
-
 namespace {
-// An open stream guarded by a Watchdog that polls a healthy backend.
-struct PolledStream {
-  PolledStream() {
+// An open stream guarded by a Watchdog in simulated time, and a backend it
+// may poll.
+struct Guarded {
+  Guarded() {
     stream.lowest().socket().open(boost::asio::ip::tcp::v4());
     backend.state = geogate::health::HealthState::kHealthy;
   }
-  boost::asio::io_context ioc;
-  Stream stream{beast::tcp_stream(ioc)};
-  geogate::health::BackendState backend{"b"};
-  Watchdog wd{ioc, kRealTime};
-};
-}  // namespace
-
-TEST_CASE("watchdog: a backend leaving rotation abandons the guarded stream", "[watchdog]") {
-  PolledStream f;
-  auto& [ioc, stream, backend, wd] = f;
-  wd.PollHealth(&backend, 2ms);
-  wd.Guard(&stream, WatchdogClock::now() + 10s);
-  ioc.run_for(20ms);  // healthy: polls, keeps the stream
-  CHECK(stream.lowest().socket().is_open());
-  CHECK_FALSE(wd.abandoned());
-  backend.state = geogate::health::HealthState::kUnhealthy;
-  ioc.restart();
-  ioc.run_for(2s);  // returns as soon as the poll abandoned (no work left)
-  CHECK(wd.abandoned());
-  CHECK_FALSE(wd.expired());
-  CHECK_FALSE(stream.lowest().socket().is_open());
-}
-
-TEST_CASE("watchdog: each poll that finds the backend routable runs the poll hook", "[watchdog]") {
-  PolledStream f;
-  auto& [ioc, stream, backend, wd] = f;
-  int polls = 0;
-  wd.PollHealth(&backend, 2ms, [&] { ++polls; });
-  wd.Guard(&stream, WatchdogClock::now() + 10s);
-  ioc.run_for(20ms);
-  CHECK(polls >= 1);  // the hook waits for a poll: not called at PollHealth
-  int before_stop = polls;
-  wd.StopPolling();  // drops the hook with the backend
-  ioc.restart();
-  ioc.run_for(10ms);
-  CHECK(polls == before_stop);
-
-  polls = 0;
-  wd.PollHealth(&backend, 2ms, [&] { ++polls; });
-  backend.state = geogate::health::HealthState::kUnhealthy;
-  ioc.restart();
-  ioc.run_for(2s);  // the first poll abandons: the hook never runs
-  CHECK(wd.abandoned());
-  CHECK(polls == 0);
-}
-
-TEST_CASE("watchdog: a deadline is in the injected clock's time", "[watchdog]") {
+  bool open() { return stream.lowest().socket().is_open(); }
   geogate::health::SimulatedTime sim;
   boost::asio::io_context ioc;
   Stream stream{beast::tcp_stream(ioc)};
-  stream.lowest().socket().open(boost::asio::ip::tcp::v4());
-  Watchdog wd(ioc, sim);
-  wd.Guard(&stream, sim.monotonic() + 5ms);
-  // Real time passes the deadline several times over; the injected clock
-  // has not moved, so every wake-up goes back to sleep.
-  ioc.run_for(50ms);
-  CHECK_FALSE(wd.expired());
-  CHECK(stream.lowest().socket().is_open());
-  sim.advance(5ms);
-  ioc.restart();
-  ioc.run_for(2s);  // returns at the first wake-up after the advance (no work left)
-  CHECK(wd.expired());
-  CHECK_FALSE(stream.lowest().socket().is_open());
+  geogate::health::BackendState backend{"b"};
+  Watchdog wd{sim, sim};
+};
+}  // namespace
+
+TEST_CASE("watchdog: a deadline moved later fires at the new one only", "[watchdog]") {
+  Guarded f;
+  auto t0 = f.sim.monotonic();
+  f.wd.Guard(&f.stream, t0 + 10ms);
+  f.wd.Guard(&f.stream, t0 + 30ms);  // a store: the timer wakes at 10 ms and sleeps again
+  f.sim.advance(29ms);
+  CHECK_FALSE(f.wd.expired());
+  CHECK(f.open());
+  f.sim.advance(1ms);
+  CHECK(f.wd.expired());
+  CHECK_FALSE(f.open());
+}
+
+TEST_CASE("watchdog: a deadline moved earlier fires at the earlier one", "[watchdog]") {
+  Guarded f;
+  auto t0 = f.sim.monotonic();
+  f.wd.Guard(&f.stream, t0 + 1s);
+  f.wd.Guard(&f.stream, t0 + 5ms);
+  f.sim.advance(5ms);
+  CHECK(f.wd.expired());
+  CHECK_FALSE(f.open());
+}
+
+TEST_CASE("watchdog: a sub-millisecond deadline is never woken early", "[watchdog]") {
+  Guarded f;
+  f.wd.Guard(&f.stream, f.sim.monotonic() + std::chrono::microseconds(1500));
+  f.sim.advance(1ms);
+  CHECK_FALSE(f.wd.expired());
+  f.sim.advance(1ms);  // rounded up to 2 ms
+  CHECK(f.wd.expired());
+}
+
+TEST_CASE("watchdog: a disarmed deadline closes nothing", "[watchdog]") {
+  Guarded f;
+  f.wd.Guard(&f.stream, f.sim.monotonic() + 5ms);
+  f.wd.Disarm();
+  f.sim.advance(1s);  // the timer lapses
+  CHECK_FALSE(f.wd.expired());
+  CHECK(f.open());
+  CHECK(f.sim.enabled_timers() == 0);
+}
+
+TEST_CASE("watchdog: an interrupting deadline keeps the stream open", "[watchdog]") {
+  Guarded f;
+  f.wd.Guard(&f.stream, f.sim.monotonic() + 5ms, Watchdog::OnExpiry::kInterrupt);
+  f.sim.advance(5ms);
+  CHECK(f.wd.expired());
+  CHECK(f.open());  // cancelled, not closed: a 408 can still be written
+}
+
+TEST_CASE("watchdog: a backend leaving rotation abandons the guarded stream", "[watchdog]") {
+  Guarded f;
+  f.wd.PollHealth(&f.backend, 2ms);
+  f.wd.Guard(&f.stream, f.sim.monotonic() + 10s);
+  f.sim.advance(20ms);  // healthy: polls, keeps the stream
+  CHECK(f.open());
+  CHECK_FALSE(f.wd.abandoned());
+  f.backend.state = geogate::health::HealthState::kUnhealthy;
+  f.sim.advance(1ms);
+  CHECK_FALSE(f.wd.abandoned());  // not before the next poll
+  f.sim.advance(1ms);
+  CHECK(f.wd.abandoned());
+  CHECK_FALSE(f.wd.expired());
+  CHECK_FALSE(f.open());
+}
+
+TEST_CASE("watchdog: each poll that finds the backend routable runs the poll hook", "[watchdog]") {
+  Guarded f;
+  int polls = 0;
+  f.wd.PollHealth(&f.backend, 2ms, [&] { ++polls; });
+  f.wd.Guard(&f.stream, f.sim.monotonic() + 10s);
+  CHECK(polls == 0);  // the hook waits for a poll: not called at PollHealth
+  f.sim.advance(20ms);
+  CHECK(polls == 10);
+  f.wd.StopPolling();  // drops the hook with the backend
+  f.sim.advance(10ms);
+  CHECK(polls == 10);
+
+  polls = 0;
+  f.wd.PollHealth(&f.backend, 2ms, [&] { ++polls; });
+  f.backend.state = geogate::health::HealthState::kUnhealthy;
+  f.sim.advance(2ms);  // the first poll abandons: the hook never runs
+  CHECK(f.wd.abandoned());
+  CHECK(polls == 0);
 }

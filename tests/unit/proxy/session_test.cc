@@ -1,0 +1,145 @@
+// A client connection's deadlines without sockets, in simulated time: the
+// real Session over one end of a Beast test stream, the test holding the
+// client's end. Each deadline is the Watchdog's, on the worker's timers
+// (here the simulated clock), so advancing the clock is what fires it.
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/_experimental/test/stream.hpp>
+
+#include "proxy/session.h"
+#include "proxy/worker.h"
+#include "testing/simulated_time.h"
+
+#include "in_memory.h"
+
+using namespace geogate;
+using namespace geogate::gateway;
+using namespace geogate::gateway::testing;
+namespace test = boost::beast::test;
+
+namespace {
+
+constexpr std::string_view kLimits =
+    "[gateway.limits]\n"
+    "header_timeout_ms = 3000\n"
+    "body_timeout_ms = 4000\n"
+    "idle_timeout_ms = 5000\n";
+
+// A worker in simulated time with one client connection being served.
+struct SessionFixture {
+  SessionFixture() {
+    shared.runtime.Publish(MakeRuntime(TwoBackends(kLimits)));
+    worker.CurrentRuntime();  // adopted, as Worker::Start would
+    test::stream server_end(worker.ioc());
+    server_end.connect(client);
+    session.emplace(worker, Stream(std::move(server_end)), routing::IpAddr::FromV4(0x7f000001),
+                    ListenerSpec{});
+    net::co_spawn(worker.ioc(), session->Run(), [this](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+      ended = true;
+    });
+    reader.Pump();
+    RunReady();
+  }
+  ~SessionFixture() {
+    if (!ended) {
+      client.close();
+      RunReady();
+    }
+    session.reset();
+  }
+  SessionFixture(const SessionFixture&) = delete;
+  SessionFixture& operator=(const SessionFixture&) = delete;
+
+  void RunReady() {
+    for (int i = 0; i < 1000; ++i) {
+      worker.ioc().restart();
+      if (worker.ioc().poll() == 0) return;
+    }
+  }
+  void Advance(health::Millis d) {
+    sim.advance(d);
+    RunReady();
+  }
+  void Send(std::string_view bytes) {
+    net::write(client, net::buffer(bytes));
+    RunReady();
+  }
+  const std::string& got() const { return reader.got(); }
+
+  health::SimulatedTime sim;
+  ServerShared shared;
+  Worker worker{0, shared, sim, &sim};
+  test::stream client{worker.ioc()};
+  ClientReader reader{client};
+  std::optional<Session> session;
+  bool ended = false;
+};
+
+}  // namespace
+
+TEST_CASE("session: a connection that sends nothing is closed at header_timeout_ms, silently",
+          "[session]") {
+  SessionFixture f;
+  f.Advance(health::Millis(2999));
+  CHECK_FALSE(f.reader.closed());
+  f.Advance(health::Millis(1));
+  CHECK(f.reader.closed());
+  CHECK(f.ended);
+  CHECK(f.got().empty());  // nothing was asked: nothing to answer
+  CHECK(f.worker.metrics().header_timeouts == 0);
+}
+
+TEST_CASE("session: a head that does not complete within header_timeout_ms gets a 408",
+          "[session]") {
+  SessionFixture f;
+  f.Advance(health::Millis(1000));
+  f.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n");  // and then nothing
+  // The head's deadline runs from its first bytes.
+  f.Advance(health::Millis(2999));
+  CHECK_FALSE(f.reader.closed());
+  CHECK(f.got().empty());
+  f.Advance(health::Millis(1));
+  CHECK(f.got().starts_with("HTTP/1.1 408 "));
+  CHECK(f.got().find("header_timeout") != std::string::npos);
+  CHECK(f.reader.closed());
+  CHECK(f.worker.metrics().header_timeouts == 1);
+}
+
+TEST_CASE("session: a body that does not arrive within body_timeout_ms gets a 408", "[session]") {
+  SessionFixture f;
+  f.Send(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+      "Content-Length: 100\r\n\r\n{\"model\":");
+  f.Advance(health::Millis(3999));
+  CHECK(f.got().empty());
+  f.Advance(health::Millis(1));
+  CHECK(f.got().starts_with("HTTP/1.1 408 "));
+  CHECK(f.got().find("body_timeout") != std::string::npos);
+  CHECK(f.reader.closed());
+  CHECK(f.worker.metrics().body_timeouts == 1);
+}
+
+TEST_CASE("session: a kept-alive connection is closed after idle_timeout_ms, not before",
+          "[session]") {
+  SessionFixture f;
+  f.Send("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n");
+  REQUIRE(f.got().starts_with("HTTP/1.1 200 "));
+  CHECK(f.got().find("\"m\"") != std::string::npos);
+  size_t answered = f.got().size();
+  f.Advance(health::Millis(4999));
+  CHECK_FALSE(f.reader.closed());
+  // A second request on the same connection is served (and restarts the wait).
+  f.Send("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n");
+  CHECK(f.got().size() == 2 * answered);
+  f.Advance(health::Millis(4999));
+  CHECK_FALSE(f.reader.closed());
+  f.Advance(health::Millis(1));
+  CHECK(f.reader.closed());
+  CHECK(f.got().size() == 2 * answered);  // closed without another byte
+}
