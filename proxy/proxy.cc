@@ -211,6 +211,7 @@ class ProxyCall {
   void BuildUpstreamRequest();
   void BuildAttemptHead(const config::Backend& b);
   net::awaitable<AttemptResult> Attempt(size_t backend, Clock::time_point deadline);
+  AttemptResult ExchangeFailed(boost::system::error_code ec);
   net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn, ResponseParser& parser,
                                       size_t first_bytes, bool& upstream_reusable);
   net::awaitable<boost::system::error_code> SendRest(Stream& s,
@@ -225,7 +226,12 @@ class ProxyCall {
   void ReportFailure(size_t backend, FailureReason reason);
   // Not inline in Relay: its locals would grow Relay's coroutine frame.
   void AddClientHeaders(const Fields& upstream, const config::Backend& b, ResponseHead& head);
-  void AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds);
+  /// Tokens, GPU time (from the request's send to now) and cost of the
+  /// committed attempt: metrics, showback, the tenant's budget.
+  void AccountTokens(size_t backend, const SseObserver& sse);
+  /// The client went away during the relay. The GPU worked until then: it
+  /// is accounted like a finished response.
+  AttemptResult ClientLeft(size_t backend, const SseObserver& sse);
   size_t DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
                        boost::system::error_code& ec);
   using ReadResult = std::tuple<boost::system::error_code, size_t>;
@@ -500,26 +506,15 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
       ec = TakeUpstreamHeadRead(*conn, *parser, read);
     }
     if (!ec) break;
-    watch_.Target(nullptr);
-    if (watch_.gone()) {
-      r.client_gone = true;
-      co_return r;
-    }
-    if (wd_.abandoned()) {
-      r.failure = FailureReason::kProbeTimeout;
-      r.detail = "backend taken out of rotation by health checks while waiting";
-      co_return r;
-    }
-    if (reused && !parser->got_some() && IsStaleConnectionError(ec)) {
+    if (reused && !parser->got_some() && IsStaleConnectionError(ec) && !watch_.gone() &&
+        !wd_.abandoned() && !wd_.expired()) {
+      watch_.Target(nullptr);
       wd_.Disarm();  // it points at the connection about to go
       conn.reset();
       reused = false;
       continue;
     }
-    if (wd_.expired()) ec = beast::error::timeout;
-    r.failure = ClassifyExchangeError(ec);
-    r.detail = ec.message();
-    co_return r;
+    co_return ExchangeFailed(ec);
   }
 
   r.upstream_status = parser->get().result_int();
@@ -540,23 +535,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     body_ec = TakeUpstreamRead(*conn, *parser, read);
     if (!body_ec) first = DrainBuffered(*conn, *parser, 0, body_ec);
   }
-  if (body_ec) {
-    boost::system::error_code ec = body_ec;
-    watch_.Target(nullptr);
-    if (watch_.gone()) {
-      r.client_gone = true;
-      co_return r;
-    }
-    if (wd_.abandoned()) {
-      r.failure = FailureReason::kProbeTimeout;
-      r.detail = "backend taken out of rotation by health checks while waiting";
-      co_return r;
-    }
-    if (wd_.expired()) ec = beast::error::timeout;
-    r.failure = ClassifyExchangeError(ec);
-    r.detail = ec.message();
-    co_return r;
-  }
+  if (body_ec) co_return ExchangeFailed(body_ec);
   wd_.StopPolling();
   // Committed: a retry that got here is an ordinary request from now on.
   retry_slot_.reset();
@@ -588,6 +567,27 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   watch_.Target(nullptr);
   if (reusable) worker_.upstreams().Release(std::move(conn), Now(), up_cfg_.pool_max_idle);
   co_return rr;
+}
+
+// Why an exchange failed before the client saw anything, so the attempt is
+// still retryable: the client left, the health checks took the backend out,
+// the first token did not come in time, or the backend broke (`ec`).
+AttemptResult ProxyCall::ExchangeFailed(boost::system::error_code ec) {
+  AttemptResult r;
+  watch_.Target(nullptr);
+  if (watch_.gone()) {
+    r.client_gone = true;
+    return r;
+  }
+  if (wd_.abandoned()) {
+    r.failure = FailureReason::kProbeTimeout;
+    r.detail = "backend taken out of rotation by health checks while waiting";
+    return r;
+  }
+  if (wd_.expired()) ec = beast::error::timeout;
+  r.failure = ClassifyExchangeError(ec);
+  r.detail = ec.message();
+  return r;
 }
 
 net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& conn,
@@ -630,13 +630,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
 
   bool written = WriteToClientNow(std::string_view(relay_buf_, first), &head, chunked, observer);
   if (!written) written = co_await FinishClientWrite();
-  if (!written) {
-    r.keep_alive = false;
-    r.client_gone = true;
-    ctx_.outcome = RequestOutcome::kClientClosed;
-    worker_.metrics().client_disconnects++;
-    co_return r;
-  }
+  if (!written) co_return ClientLeft(backend, observer);
 
   while (!parser.is_done()) {
     // Bytes left over from the last read (more than one relay buffer) go
@@ -655,12 +649,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     }
     if (ec && wd_.expired()) ec = beast::error::timeout;
     if (ec) {
-      if (watch_.gone()) {
-        worker_.metrics().client_disconnects++;
-        r.client_gone = true;
-        ctx_.outcome = RequestOutcome::kClientClosed;
-        co_return r;
-      }
+      if (watch_.gone()) co_return ClientLeft(backend, observer);
       // The backend failed after the client got the head: the response can
       // no longer be retried. An SSE client gets one error event and a clean
       // end of the chunked body; anything else is cut so it cannot be
@@ -685,20 +674,13 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       } else {
         ctx_.session.Close();
       }
-      AccountTokens(backend, observer, std::chrono::duration<double>(Now() - sent_at_).count());
+      AccountTokens(backend, observer);
       co_return r;
     }
     if (got == 0) continue;
     written = WriteToClientNow(std::string_view(relay_buf_, got), nullptr, chunked, observer);
     if (!written) written = co_await FinishClientWrite();
-    if (!written) {
-      worker_.metrics().client_disconnects++;
-      r.keep_alive = false;
-      r.client_gone = true;
-      ctx_.outcome = RequestOutcome::kClientClosed;
-      AccountTokens(backend, observer, std::chrono::duration<double>(Now() - sent_at_).count());
-      co_return r;
-    }
+    if (!written) co_return ClientLeft(backend, observer);
   }
   std::string_view rest = observer.Finish(Now());  // also reads a JSON body's usage
   if (chunked) {
@@ -716,7 +698,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     }
   }
   wd_.Disarm();
-  AccountTokens(backend, observer, std::chrono::duration<double>(Now() - sent_at_).count());
+  AccountTokens(backend, observer);
   upstream_reusable = parser.keep_alive();
   r.keep_alive = keep_alive;
   co_return r;
@@ -830,8 +812,19 @@ void ProxyCall::CountClientBytes(size_t n) {
   worker_.metrics().bytes_out += n;
 }
 
-void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse, double stream_seconds) {
+AttemptResult ProxyCall::ClientLeft(size_t backend, const SseObserver& sse) {
+  worker_.metrics().client_disconnects++;
+  ctx_.outcome = RequestOutcome::kClientClosed;
+  AccountTokens(backend, sse);
+  AttemptResult r;
+  r.committed = true;
+  r.client_gone = true;
+  return r;
+}
+
+void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse) {
   const config::Backend& b = ctx_.cfg.backends[backend];
+  double stream_seconds = std::chrono::duration<double>(Now() - sent_at_).count();
   WorkerMetrics& m = worker_.metrics();
   m.token_gap.ObserveAll({b.name}, sse.token_gaps());
   ctx_.prompt_tokens = sse.prompt_tokens();

@@ -345,12 +345,16 @@ TEST_CASE("proxy call: a client that disconnects cancels the upstream request", 
   REQUIRE(f.connector.ends.size() == 1);
   test::stream& backend = *f.connector.ends[0].remote;
 
+  f.Advance(health::Millis(500));  // generating, for a client about to leave
   f.client.close();
   f.RunReady();
   REQUIRE(f.done);
   CHECK(f.ctx->outcome == RequestOutcome::kClientClosed);
   CHECK_FALSE(f.keep_alive);
   CHECK(f.connector.released == 0);
+  // The GPU worked for the client until it left: showback charges it.
+  CHECK(f.ctx->completion_tokens == 1);
+  CHECK(f.ctx->gpu_seconds > 0);
   // The backend sees its connection closed: it can stop generating.
   backend.clear();  // the request it was sent
   std::optional<boost::system::error_code> read;
