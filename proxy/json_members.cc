@@ -74,7 +74,7 @@ class Handler {
   bool on_array_end(std::size_t, boost::system::error_code&) { return Close(); }
 
   bool on_key_part(json::string_view s, std::size_t n, boost::system::error_code&) {
-    if (depth_ > 2) return true;
+    if (depth_ > kLevels) return true;
     if (n == s.size()) keys_[depth_].Clear();  // the first part
     keys_[depth_].Append(s);
     return true;
@@ -135,7 +135,7 @@ class Handler {
       top_ = object ? JsonTopLevel::kObject : JsonTopLevel::kNotObject;
     else
       Report(Of(object ? Value::Kind::kObject : Value::Kind::kArray));
-    if (depth_ < 3) is_object_[depth_] = object;
+    if (depth_ < kLevels) is_object_[depth_] = object;
     ++depth_;
     return true;
   }
@@ -148,11 +148,17 @@ class Handler {
   size_t Match() const {
     if (depth_ == 1 && is_object_[0]) {
       for (size_t i = 0; i < paths_.size(); ++i)
-        if (paths_[i].parent.empty() && keys_[1].Is(paths_[i].key)) return i;
+        if (paths_[i].parent.empty() && paths_[i].within.empty() && keys_[1].Is(paths_[i].key))
+          return i;
     } else if (depth_ == 2 && is_object_[0] && is_object_[1]) {
       for (size_t i = 0; i < paths_.size(); ++i)
-        if (!paths_[i].parent.empty() && keys_[1].Is(paths_[i].parent) &&
-            keys_[2].Is(paths_[i].key))
+        if (!paths_[i].parent.empty() && paths_[i].within.empty() &&
+            keys_[1].Is(paths_[i].parent) && keys_[2].Is(paths_[i].key))
+          return i;
+    } else if (depth_ == 3 && is_object_[0] && is_object_[1] && is_object_[2]) {
+      for (size_t i = 0; i < paths_.size(); ++i)
+        if (!paths_[i].within.empty() && keys_[1].Is(paths_[i].within) &&
+            keys_[2].Is(paths_[i].parent) && keys_[3].Is(paths_[i].key))
           return i;
     }
     return kNoMatch;
@@ -169,9 +175,11 @@ class Handler {
   std::span<const JsonMemberPath> paths_;
   absl::FunctionRef<void(size_t, const Value&)> on_member_;
   JsonTopLevel top_ = JsonTopLevel::kInvalid;
+  // Paths reach members of containers this deep (the top level is 0).
+  static constexpr size_t kLevels = 3;
   size_t depth_ = 0;                // containers open
-  bool is_object_[3] = {};          // the container at each of the first levels
-  Key keys_[3];                     // the current key at levels 1 and 2
+  bool is_object_[kLevels] = {};    // the container at each of the first levels
+  Key keys_[kLevels + 1];           // the current key at levels 1 to kLevels
   size_t string_match_ = kNoMatch;  // of the string arriving in parts
   std::string string_;              // its parts, when asked for
 };

@@ -1,12 +1,12 @@
 // Reads chosen members of a JSON object without building a document.
 //
 // The hot path needs a few facts from JSON it forwards: the request body's
-// model, stream and stream_options.include_usage, and a non-streamed
-// answer's usage counts. Building a Boost.JSON document of the whole text
-// (every message, every choice) to read three members was most of the
-// parsing cost per request. This reader runs Boost.JSON's validating SAX
-// parser (basic_parser) over the text once and reports only the members
-// asked for, by path, at the first two levels of the top-level object.
+// model, stream and stream_options.include_usage, a non-streamed answer's
+// usage counts, and a Responses API stream's response.usage counts. Building a Boost.JSON document
+// of the whole text (every message, every choice) to read three members was most of the parsing
+// cost per request. This reader runs Boost.JSON's validating SAX parser (basic_parser) over the
+// text once and reports only the members asked for, by path, at the first three levels of the
+// top-level object.
 #pragma once
 
 #include <cstddef>
@@ -21,10 +21,14 @@
 namespace geogate::gateway {
 
 /// A member to report: `key` of the top-level object when `parent` is
-/// empty, else `key` of the object that is the top-level member `parent`.
+/// empty, else `key` of the object that is the top-level member `parent`;
+/// when `within` is set, `parent` is a member of the top-level object
+/// `within` instead ({"usage", "input_tokens", "response"} is
+/// response.usage.input_tokens).
 struct JsonMemberPath {
   std::string_view parent;
   std::string_view key;
+  std::string_view within = {};
 };
 
 /// The value of a reported member. Strings are unescaped; `text` is valid

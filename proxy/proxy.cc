@@ -232,6 +232,8 @@ class ProxyCall {
   /// The client went away during the relay. The GPU worked until then: it
   /// is accounted like a finished response.
   AttemptResult ClientLeft(size_t backend, const SseObserver& sse);
+  /// A TTFT sample of the committed attempt (sent at `t0`, first token at `t_first`).
+  void LearnTtft(size_t backend, Clock::time_point t0, Clock::time_point t_first);
   size_t DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
                        boost::system::error_code& ec);
   using ReadResult = std::tuple<boost::system::error_code, size_t>;
@@ -260,6 +262,9 @@ class ProxyCall {
   // for the request from then on (prefill, then decode), so showback's
   // stream wall time starts here, not at the first response byte.
   Clock::time_point sent_at_{};
+  // A Responses stream's attempt start while its TTFT waits for the first
+  // output delta; Clock::time_point{} otherwise.
+  Clock::time_point ttft_from_{};
   BufferPool::Lease relay_lease_;
   char* const relay_buf_;
   // The client write in progress: [head] [chunk size] data [CRLF], and how
@@ -361,7 +366,10 @@ void ProxyCall::BuildUpstreamRequest() {
   PrepareUpstreamHeaders(ctx_.req.base(), fields, fwd);
   // The usage chunk is requested for accounting when the client did not ask
   // for it; SseObserver strips it from the client's stream again.
-  std::optional<PooledString> rewritten = body_.Rewrite(ctx_.model_name(), /*request_usage=*/true);
+  // The Responses API always reports usage and has no include_usage option
+  // (OpenAI refuses unknown parameters): its body is left alone.
+  std::optional<PooledString> rewritten =
+      body_.Rewrite(ctx_.model_name(), /*request_usage=*/!ctx_.responses_api());
   // The client's body is not needed again (its size is already recorded):
   // move it rather than copy up to max_body_bytes per request.
   if (rewritten)
@@ -540,25 +548,20 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   // Committed: a retry that got here is an ordinary request from now on.
   retry_slot_.reset();
   auto t_first = Now();
-  double ttft_ms = MillisSince(t0, t_first);
-  ctx_.ttft_ms = MillisSince(ctx_.start, t_first);
   ctx_.backend = backend;
   ctx_.status = r.upstream_status;
   // The TTFT estimates learn only from successful streams; the probe
   // measures RTT. A non-streaming answer's first byte comes after the whole
   // generation: as a TTFT sample it would push routing away from the
   // backend that just served it (DESIGN.md §8, "TTFT comes from streams").
-  if (r.upstream_status < 400 && ctx_.stream) {
-    const auto sample_us = static_cast<int64_t>(ttft_ms * 1000);
-    const int64_t at_ns = health::ToNanos(t_first);
-    UpdateEwma(state.ttft_ewma_us, sample_us, ctx_.cfg.routing.ewma_alpha);
-    state.ttft_at_ns.store(at_ns, std::memory_order_relaxed);
-    if (health::ModelTtft* slot =
-            state.ClaimModelSlot(health::ModelKey(ctx_.cfg.models[ctx_.model].name))) {
-      UpdateEwma(slot->ewma_us, sample_us, ctx_.cfg.routing.ewma_alpha);
-      slot->at_ns.store(at_ns, std::memory_order_relaxed);
-    }
-    worker_.metrics().ttft.Observe({b.name}, ttft_ms / 1000.0);
+  bool learn = r.upstream_status < 400 && ctx_.stream;
+  if (learn && ctx_.responses_api()) {
+    // A Responses stream opens with response.created before any token: its
+    // TTFT is taken at the first output delta (WriteToClientNow).
+    ttft_from_ = t0;
+  } else {
+    ctx_.ttft_ms = MillisSince(ctx_.start, t_first);
+    if (learn) LearnTtft(backend, t0, t_first);
   }
   health::HealthService::ReportSuccess(state);
 
@@ -615,7 +618,9 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
 
   // The usage chunk can only be removed from a body the gateway re-frames
   // (chunked): a Content-Length body is relayed byte for byte.
-  SseObserver observer(sse, ctx_.include_usage || !chunked);
+  SseObserver observer(
+      sse, ctx_.include_usage || !chunked,
+      ctx_.responses_api() ? SseObserver::Api::kResponses : SseObserver::Api::kChat);
   ResponseHead head(upstream_head.result_int(), upstream_head.reason(), ctx_.req.version());
   AddClientHeaders(upstream_head.base(), b, head);
   head.SetFraming(length, chunked, keep_alive);
@@ -776,6 +781,11 @@ net::awaitable<boost::system::error_code> ProxyCall::SendRest(
 bool ProxyCall::WriteToClientNow(std::string_view data, ResponseHead* head, bool chunked,
                                  SseObserver& observer) {
   std::string_view out = observer.Filter(data, Now());
+  if (ttft_from_ != Clock::time_point{} && observer.first_content_at() != Clock::time_point{}) {
+    ctx_.ttft_ms = MillisSince(ctx_.start, observer.first_content_at());
+    LearnTtft(ctx_.backend, ttft_from_, observer.first_content_at());
+    ttft_from_ = {};
+  }
   ClientWrite& w = client_out_;
   w.count = 0;
   if (head != nullptr) w.bufs[w.count++] = net::buffer(head->text());
@@ -810,6 +820,22 @@ net::awaitable<bool> ProxyCall::FinishClientWrite() {
 void ProxyCall::CountClientBytes(size_t n) {
   ctx_.bytes_out += n;
   worker_.metrics().bytes_out += n;
+}
+
+void ProxyCall::LearnTtft(size_t backend, Clock::time_point t0, Clock::time_point t_first) {
+  const config::Backend& b = ctx_.cfg.backends[backend];
+  health::BackendState& state = *ctx_.rt.backends[backend];
+  double ttft_ms = MillisSince(t0, t_first);
+  const auto sample_us = static_cast<int64_t>(ttft_ms * 1000);
+  const int64_t at_ns = health::ToNanos(t_first);
+  UpdateEwma(state.ttft_ewma_us, sample_us, ctx_.cfg.routing.ewma_alpha);
+  state.ttft_at_ns.store(at_ns, std::memory_order_relaxed);
+  if (health::ModelTtft* slot =
+          state.ClaimModelSlot(health::ModelKey(ctx_.cfg.models[ctx_.model].name))) {
+    UpdateEwma(slot->ewma_us, sample_us, ctx_.cfg.routing.ewma_alpha);
+    slot->at_ns.store(at_ns, std::memory_order_relaxed);
+  }
+  worker_.metrics().ttft.Observe({b.name}, ttft_ms / 1000.0);
 }
 
 AttemptResult ProxyCall::ClientLeft(size_t backend, const SseObserver& sse) {

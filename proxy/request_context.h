@@ -67,6 +67,8 @@ struct RequestContext {
   const config::Tenant* tenant_config() const {
     return tenant == kNoIndex ? nullptr : &cfg.tenants[tenant];
   }
+  /// The request is one of the OpenAI Responses API (POST /v1/responses).
+  bool responses_api() const { return path == "/v1/responses"; }
   std::string_view model_name() const {
     return model == kNoIndex ? std::string_view() : std::string_view(cfg.models[model].name);
   }

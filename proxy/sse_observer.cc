@@ -1,6 +1,5 @@
 #include "proxy/sse_observer.h"
 
-#include "proxy/json_members.h"
 #include "proxy/sse_scan.h"
 
 namespace geogate::gateway {
@@ -32,17 +31,47 @@ std::string_view DataOf(std::string_view event, std::string& scratch) {
   return lines > 1 ? std::string_view(scratch) : single;
 }
 
+// paths[0] the prompt count, paths[1] the completion count, paths[2] the
+// usage member (a repeated one replaces the earlier).
+constexpr JsonMemberPath kChatUsage[] = {
+    {"usage", "prompt_tokens"}, {"usage", "completion_tokens"}, {"", "usage"}};
+constexpr JsonMemberPath kResponsesUsage[] = {
+    {"usage", "input_tokens"}, {"usage", "output_tokens"}, {"", "usage"}};
+// In a stream, usage is in the Response object of the final event.
+constexpr JsonMemberPath kResponsesEventUsage[] = {{"usage", "input_tokens", "response"},
+                                                   {"usage", "output_tokens", "response"},
+                                                   {"response", "usage"}};
+
+// The value of the event's `event:` field, or empty.
+std::string_view EventNameOf(std::string_view event) {
+  while (!event.empty()) {
+    size_t nl = event.find('\n');
+    std::string_view line = event.substr(0, nl);
+    event.remove_prefix(nl == std::string_view::npos ? event.size() : nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.starts_with("event:")) continue;
+    line.remove_prefix(6);
+    if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    return line;
+  }
+  return {};
+}
+
+// The Responses API events that end a response; each carries the Response
+// object with its usage.
+bool IsFinalResponsesEvent(std::string_view type) {
+  return type == "response.completed" || type == "response.incomplete" || type == "response.failed";
+}
+
 }  // namespace
 
-void SseObserver::ParseUsage(std::string_view text) {
-  // Only usage.prompt_tokens and usage.completion_tokens are read, with no
-  // document of the answer built; an invalid text counts nothing.
-  static constexpr JsonMemberPath kUsage[] = {
-      {"usage", "prompt_tokens"}, {"usage", "completion_tokens"}, {"", "usage"}};
+void SseObserver::ParseUsage(std::string_view text, std::span<const JsonMemberPath> paths) {
+  // Only the two counts are read, with no document of the answer built; an
+  // invalid text counts nothing.
   int64_t found[2] = {-1, -1};
   boost::system::error_code ec;
   JsonTopLevel top = ReadJsonMembers(
-      text, kUsage,
+      text, paths,
       [&](size_t i, const JsonMemberValue& v) {
         if (i == 2) {  // a repeated usage member replaces the earlier one
           found[0] = found[1] = -1;
@@ -63,26 +92,58 @@ void SseObserver::ParseUsage(std::string_view text) {
   usage_seen_ = usage_seen_ || p >= 0 || c >= 0;
 }
 
+void SseObserver::CountContent(Clock::time_point now) {
+  ++content_events_;
+  if (last_event_ != Clock::time_point{}) {
+    if (gaps_.empty()) gaps_.reserve(64);  // one 512-byte block
+    gaps_.push_back(std::chrono::duration<double>(now - last_event_).count());
+  } else {
+    first_event_ = now;
+  }
+  last_event_ = now;
+}
+
+void SseObserver::OnResponsesEvent(std::string_view event, std::string_view data,
+                                   Clock::time_point now) {
+  // The type is in the `event:` field (OpenAI sends it on every event) and
+  // in the data's "type"; the data is read only when the field is absent.
+  std::string_view type = EventNameOf(event);
+  std::string type_storage;
+  if (type.empty()) {
+    static constexpr JsonMemberPath kType[] = {{"", "type"}};
+    boost::system::error_code ec;
+    JsonTopLevel top = ReadJsonMembers(
+        data, kType,
+        [&](size_t, const JsonMemberValue& v) {
+          if (v.kind == JsonMemberValue::Kind::kString) type_storage.assign(v.text);
+        },
+        ec);
+    if (top != JsonTopLevel::kObject) return;
+    type = type_storage;
+  }
+  if (type.starts_with("response.") && type.ends_with(".delta"))
+    CountContent(now);
+  else if (IsFinalResponsesEvent(type))
+    ParseUsage(data, kResponsesEventUsage);
+}
+
 bool SseObserver::OnEvent(std::string_view event, Clock::time_point now) {
   std::string scratch;
   std::string_view data = DataOf(event, scratch);
   if (data.empty() || data == "[DONE]") return true;
+  if (api_ == Api::kResponses) {
+    OnResponsesEvent(event, data, now);
+    return true;
+  }
   SseEventKeys keys = FindSseEventKeys(data);
   bool usage_only = false;
   if (keys.usage) {
     bool before = usage_seen_;
-    ParseUsage(data);
+    ParseUsage(data, kChatUsage);
     // The usage-only chunk has an empty choices array.
     usage_only = usage_seen_ && !before && keys.empty_choices;
   }
-  if (!usage_only && keys.content) {
-    ++content_events_;
-    if (last_event_ != Clock::time_point{}) {
-      if (gaps_.empty()) gaps_.reserve(64);  // one 512-byte block
-      gaps_.push_back(std::chrono::duration<double>(now - last_event_).count());
-    }
-    last_event_ = now;
-  }
+  if (!usage_only && keys.content) CountContent(now);
   return !(usage_only && strip_usage_);
 }
 
@@ -169,7 +230,10 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
 
 std::string_view SseObserver::Finish(Clock::time_point now) {
   if (!sse_) {
-    if (!json_overflow_ && !json_body_.empty()) ParseUsage(json_body_);
+    if (!json_overflow_ && !json_body_.empty())
+      ParseUsage(json_body_, api_ == Api::kResponses
+                                 ? std::span<const JsonMemberPath>(kResponsesUsage)
+                                 : std::span<const JsonMemberPath>(kChatUsage));
     json_body_.clear();
     return {};
   }

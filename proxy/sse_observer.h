@@ -1,12 +1,24 @@
 // Watches a response body on its way to the client, without delaying it:
 // - reads the `usage` object (prompt/completion tokens) when the backend
 //   sends one, else counts SSE content events as an estimate;
-// - records the gaps between content events (inter-token latency);
+// - records when the first content event came (the Responses API's time to
+//   first token: its stream opens with events that carry no token) and the
+//   gaps between content events (inter-token latency);
 // - removes the usage-only chunk the gateway asked the backend for (it adds
 //   stream_options.include_usage upstream for accounting) when the client did
 //   not ask for it, so the client sees exactly the stream it requested.
 // Bytes are forwarded as they arrive; only while stripping, the unfinished
 // tail of an event is held until its end arrives.
+//
+// Two dialects (Api):
+// - chat (chat completions, completions, embeddings): usage.prompt_tokens
+//   and usage.completion_tokens, content events are the data events that
+//   carry "content" or "text";
+// - the Responses API (/v1/responses): usage.input_tokens and
+//   usage.output_tokens, in a stream inside response.completed (or
+//   .incomplete / .failed); content events are the `response.*.delta`
+//   events (output_text, refusal, function-call arguments, reasoning text).
+//   Responses streams always report usage, so nothing is ever stripped.
 #pragma once
 
 #include <chrono>
@@ -17,17 +29,20 @@
 #include <vector>
 
 #include "common/block_cache.h"
+#include "proxy/json_members.h"
 
 namespace geogate::gateway {
 
 class SseObserver {
  public:
   using Clock = std::chrono::steady_clock;
+  enum class Api { kChat, kResponses };
 
   /// @param sse the response is text/event-stream.
   /// @param client_wants_usage the client itself asked for the usage chunk.
-  SseObserver(bool sse, bool client_wants_usage)
-      : sse_(sse), strip_usage_(sse && !client_wants_usage) {}
+  /// @param api whose shapes the body has.
+  SseObserver(bool sse, bool client_wants_usage, Api api = Api::kChat)
+      : sse_(sse), strip_usage_(sse && !client_wants_usage && api == Api::kChat), api_(api) {}
 
   /// @return the bytes to send to the client now (a view into `data` or into
   ///         the observer's own buffer, valid until the next call).
@@ -41,13 +56,20 @@ class SseObserver {
   bool estimated() const { return !usage_seen_; }
   bool usage_seen() const { return usage_seen_; }
   int64_t content_events() const { return content_events_; }
+  /// When the first content event was seen; Clock::time_point{} before.
+  Clock::time_point first_content_at() const { return first_event_; }
   /// Seconds between consecutive content events.
   std::span<const double> token_gaps() const { return gaps_; }
 
  private:
   /// Inspects one complete event; @return false to drop it.
   bool OnEvent(std::string_view event, Clock::time_point now);
-  void ParseUsage(std::string_view json);
+  /// Reads usage from `json`: paths[0] the prompt count, paths[1] the
+  /// completion count, paths[2] the usage member itself.
+  void ParseUsage(std::string_view json, std::span<const JsonMemberPath> paths);
+  /// A Responses API event: its type, then a delta or the final usage.
+  void OnResponsesEvent(std::string_view event, std::string_view data, Clock::time_point now);
+  void CountContent(Clock::time_point now);
   /// Inspects the complete events in `buf`; @return the bytes they span.
   size_t ScanEvents(std::string_view buf, Clock::time_point now);
 
@@ -56,6 +78,7 @@ class SseObserver {
 
   bool sse_;
   bool strip_usage_;
+  Api api_;
   // From the block cache like json_body_: a new observer per response, and
   // std::string's growth from empty cost several mallocs per stream.
   PooledString tail_;  // unfinished event (copy), for scanning and, when stripping, sending
@@ -68,6 +91,7 @@ class SseObserver {
   int64_t prompt_tokens_ = -1;
   int64_t completion_tokens_ = 0;
   int64_t content_events_ = 0;
+  Clock::time_point first_event_{};
   Clock::time_point last_event_{};
   std::vector<double, PooledAllocator<double>> gaps_;  // 64 fit one cached block
 };

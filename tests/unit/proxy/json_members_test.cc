@@ -108,3 +108,31 @@ TEST_CASE("json members: a repeated member is reported each time", "[json]") {
   CHECK(r.seen[1].kind == Kind::kInt64);
   CHECK(r.seen[2].text == "c");
 }
+
+TEST_CASE("json members: a path within a top-level member reaches the third level", "[json]") {
+  // response.usage.input_tokens, as a Responses API stream's final event has
+  // it; the same names at other places or depths are not it.
+  auto r = Read(R"({"usage":{"input_tokens":1},"response":{"input_tokens":2,)"
+                R"("output":[{"usage":{"input_tokens":3}}],"x":{"usage":{"input_tokens":4}},)"
+                R"("usage":{"input_tokens":5,"output_tokens":6}}})",
+                {{"usage", "input_tokens", "response"},
+                 {"usage", "output_tokens", "response"},
+                 {"response", "usage"},
+                 {"usage", "input_tokens"}});
+  REQUIRE(r.top == JsonTopLevel::kObject);
+  REQUIRE(r.seen.size() == 4);
+  CHECK(r.seen[0].path == 3);  // the top-level usage.input_tokens
+  CHECK(r.seen[0].int64 == 1);
+  CHECK(r.seen[1].path == 2);
+  CHECK(r.seen[1].kind == Kind::kObject);
+  CHECK(r.seen[2].path == 0);
+  CHECK(r.seen[2].int64 == 5);
+  CHECK(r.seen[3].path == 1);
+  CHECK(r.seen[3].int64 == 6);
+
+  // Inside an array at any level, it is not the path.
+  auto a = Read(R"({"response":[{"usage":{"input_tokens":1}}],)"
+                R"("other":{"usage":[{"input_tokens":2}]}})",
+                {{"usage", "input_tokens", "response"}, {"usage", "input_tokens", "other"}});
+  CHECK(a.seen.empty());
+}

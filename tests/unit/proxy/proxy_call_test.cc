@@ -167,10 +167,11 @@ struct CallFixture {
   CallFixture(const CallFixture&) = delete;
   CallFixture& operator=(const CallFixture&) = delete;
 
-  /// Starts ProxyRequest for a chat request with `body_json`.
-  void Start(std::string_view body_json) {
+  /// Starts ProxyRequest for a request to `target` (chat by default) with
+  /// `body_json`.
+  void Start(std::string_view body_json, std::string_view target = "/v1/chat/completions") {
     req.method(http::verb::post);
-    req.target("/v1/chat/completions");
+    req.target(target);
     req.version(11);
     req.set(http::field::host, "gw");
     req.set(http::field::content_type, "application/json");
@@ -180,6 +181,7 @@ struct CallFixture {
     REQUIRE(body->facts().status == BodyFacts::Status::kOk);
     ctx.emplace(*session, worker.CurrentRuntime(), req);
     ctx->request_id.assign("req-1");
+    ctx->path = req.target();
     ctx->stream = body->facts().stream;
     ctx->include_usage = body->facts().include_usage;
     std::optional<size_t> model = ctx->cfg.FindModel(body->facts().model);
@@ -296,14 +298,19 @@ std::string SseHead() {
          "Transfer-Encoding: chunked\r\n\r\n";
 }
 
+// `data` as one chunk of a chunked body.
+std::string Chunk(std::string_view data) {
+  char size[16];
+  auto n = static_cast<size_t>(std::snprintf(size, sizeof size, "%zx\r\n", data.size()));
+  return std::string(size, n) + std::string(data) + "\r\n";
+}
+
 // One chunk of an SSE body holding a token event.
 std::string TokenChunk(std::string_view token) {
   std::string event = "data: {\"choices\":[{\"delta\":{\"content\":\"";
   event += token;
   event += "\"}}]}\n\n";
-  char size[16];
-  auto n = static_cast<size_t>(std::snprintf(size, sizeof size, "%zx\r\n", event.size()));
-  return std::string(size, n) + event + "\r\n";
+  return Chunk(event);
 }
 
 size_t Count(std::string_view text, std::string_view what) {
@@ -419,4 +426,73 @@ TEST_CASE("proxy call: a stream silent for stream_idle_timeout_ms is interrupted
   CHECK(got.find("\"Hel\"") != std::string::npos);
   CHECK(Count(got, "stream_interrupted") == 1);
   CHECK(Count(got, "[DONE]") == 0);
+}
+
+namespace {
+
+// One Responses API event, framed as OpenAI sends it.
+std::string ResponsesEvent(std::string_view type, std::string_view rest) {
+  std::string t(type);
+  return "event: " + t + "\ndata: {\"type\":\"" + t + "\"" + std::string(rest) + "}\n\n";
+}
+
+}  // namespace
+
+TEST_CASE("proxy call: a Responses stream is accounted from its own events", "[proxy_call]") {
+  CallFixture f;
+  // The backend answers at once with the opening events (no token yet).
+  std::string opening = ResponsesEvent("response.created",
+                                       ",\"response\":{\"status\":\"in_progress\",\"usage\":null,"
+                                       "\"text\":{\"format\":{\"type\":\"text\"}}}") +
+                        ResponsesEvent("response.content_part.added",
+                                       ",\"part\":{\"type\":\"output_text\",\"text\":\"\"}");
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + Chunk(opening)));
+  f.Start(R"({"model":"m","input":"hi","stream":true})", "/v1/responses");
+  REQUIRE_FALSE(f.done);
+  REQUIRE(f.connector.ends.size() == 1);
+  test::stream& backend = *f.connector.ends[0].remote;
+  // The Responses API has no stream_options.include_usage (OpenAI refuses
+  // unknown parameters): the body goes upstream as the client sent it.
+  std::string sent = std::string(backend.str());
+  CHECK(sent.find("stream_options") == std::string::npos);
+  CHECK(sent.ends_with(R"({"model":"m","input":"hi","stream":true})"));
+  CHECK(f.ClientGot().find("response.created") != std::string::npos);
+  CHECK(f.ctx->ttft_ms < 0);  // the opening events are not a first token
+
+  // 40 ms later the first output delta, then one more and the end.
+  f.sim.advance(health::Millis(40));
+  std::string deltas = ResponsesEvent("response.output_text.delta", ",\"delta\":\"a \"") +
+                       ResponsesEvent("response.output_text.delta", ",\"delta\":\"b \"");
+  net::write(backend, net::buffer(Chunk(deltas)));
+  f.RunReady();
+  CHECK(f.ctx->ttft_ms == Approx(40.0));
+  size_t b = f.ctx->backend;
+  REQUIRE(b < 2);
+  CHECK(f.ctx->rt.backends[b]->ttft_ewma_us.load() == 40000);
+
+  f.sim.advance(health::Millis(10));
+  std::string completed = ResponsesEvent(
+      "response.completed",
+      ",\"response\":{\"status\":\"completed\",\"output\":[{\"content\":[{\"text\":\"a b \"}]}],"
+      "\"usage\":{\"input_tokens\":7,\"output_tokens\":2,\"total_tokens\":9}}");
+  net::write(backend, net::buffer(Chunk(completed) + "0\r\n\r\n"));
+  f.RunReady();
+  REQUIRE(f.done);
+  CHECK(f.ctx->ttft_ms == Approx(40.0));  // not moved by later events
+  CHECK(f.ctx->prompt_tokens == 7);
+  CHECK(f.ctx->completion_tokens == 2);
+  CHECK_FALSE(f.ctx->tokens_estimated);
+  std::string got = f.ClientGot();
+  CHECK(got.find("response.completed") != std::string::npos);  // nothing stripped
+  CHECK(got.find("\"input_tokens\":7") != std::string::npos);
+}
+
+TEST_CASE("proxy call: a chat stream still asks the backend for its usage chunk", "[proxy_call]") {
+  CallFixture f;
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE(f.connector.ends.size() == 1);
+  CHECK(std::string(f.connector.ends[0].remote->str())
+            .find(R"("stream_options":{"include_usage":true})") != std::string::npos);
+  CHECK(f.ctx->ttft_ms >= 0);  // the first body byte is the first token
 }

@@ -148,3 +148,104 @@ TEST_CASE("an error event from a backend is not a token", "[sse]") {
   Run(o, {"data: {\"error\":{\"message\":\"boom\"}}\n\n"});
   CHECK(o.content_events() == 0);
 }
+
+namespace {
+
+// A Responses API event as OpenAI frames it: `event:` then `data:`.
+std::string ResponsesEvent(std::string_view type, std::string_view rest, bool event_line = true) {
+  std::string e;
+  if (event_line) e += "event: " + std::string(type) + "\n";
+  e += "data: {\"type\":\"" + std::string(type) + "\"" + std::string(rest) + "}\n\n";
+  return e;
+}
+// Its opening events: the Response object's "text" and "usage":null are not
+// tokens or usage.
+std::string ResponsesPrologue(bool event_line = true) {
+  const std::string response =
+      ",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"text\":{\"format\":"
+      "{\"type\":\"text\"}},\"usage\":null,\"output\":[]}";
+  return ResponsesEvent("response.created", response, event_line) +
+         ResponsesEvent("response.in_progress", response, event_line) +
+         ResponsesEvent("response.content_part.added",
+                        ",\"part\":{\"type\":\"output_text\",\"text\":\"\"}", event_line);
+}
+std::string ResponsesDelta(int i, bool event_line = true) {
+  return ResponsesEvent("response.output_text.delta",
+                        ",\"item_id\":\"msg_1\",\"delta\":\"t" + std::to_string(i) + " \"",
+                        event_line);
+}
+std::string ResponsesCompleted(bool event_line = true) {
+  return ResponsesEvent("response.output_text.done", ",\"text\":\"t0 t1 t2 \"", event_line) +
+         ResponsesEvent("response.completed",
+                        ",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\","
+                        "\"output\":[{\"content\":[{\"type\":\"output_text\",\"text\":\"t0 t1 "
+                        "t2 \"}]}],\"usage\":{\"input_tokens\":11,\"input_tokens_details\":"
+                        "{\"cached_tokens\":0},\"output_tokens\":3,\"total_tokens\":14}}",
+                        event_line);
+}
+
+}  // namespace
+
+TEST_CASE("Responses stream: usage from response.completed, first token at the first delta",
+          "[sse]") {
+  for (bool event_line : {true, false}) {
+    INFO("event: lines " << event_line);
+    SseObserver o(true, /*client_wants_usage=*/false, SseObserver::Api::kResponses);
+    Clock::time_point t0 = Clock::time_point{} + std::chrono::seconds(1);
+    std::string prologue = ResponsesPrologue(event_line);
+    CHECK(o.Filter(prologue, t0) == prologue);  // untouched, not delayed
+    CHECK(o.content_events() == 0);
+    CHECK(o.first_content_at() == Clock::time_point{});
+    std::string rest = ResponsesDelta(0, event_line) + ResponsesDelta(1, event_line);
+    auto t1 = t0 + std::chrono::milliseconds(40);
+    CHECK(o.Filter(rest, t1) == rest);
+    CHECK(o.first_content_at() == t1);
+    std::string last = ResponsesDelta(2, event_line) + ResponsesCompleted(event_line);
+    CHECK(o.Filter(last, t1 + std::chrono::milliseconds(10)) == last);  // nothing stripped
+    CHECK(o.Finish(t1 + std::chrono::milliseconds(11)).empty());
+    CHECK(o.content_events() == 3);
+    CHECK(o.usage_seen());
+    CHECK(o.prompt_tokens() == 11);
+    CHECK(o.completion_tokens() == 3);
+    CHECK_FALSE(o.estimated());
+    CHECK(o.first_content_at() == t1);
+    REQUIRE(o.token_gaps().size() == 2);
+  }
+}
+
+TEST_CASE("Responses stream: split at every byte, the counts are the same", "[sse]") {
+  std::string all = ResponsesPrologue() + ResponsesDelta(0) + ResponsesDelta(1) +
+                    ResponsesDelta(2) + ResponsesCompleted();
+  for (size_t cut = 1; cut < all.size(); cut += 7) {
+    SseObserver o(true, false, SseObserver::Api::kResponses);
+    std::string out = Run(o, {all.substr(0, cut), all.substr(cut)});
+    REQUIRE(out == all);
+    CHECK(o.content_events() == 3);
+    CHECK(o.prompt_tokens() == 11);
+    CHECK(o.completion_tokens() == 3);
+  }
+}
+
+TEST_CASE("Responses stream: without response.completed the deltas are the estimate", "[sse]") {
+  SseObserver o(true, false, SseObserver::Api::kResponses);
+  Run(o, {ResponsesPrologue(), ResponsesDelta(0), ResponsesDelta(1)});
+  CHECK(o.estimated());
+  CHECK(o.completion_tokens() == 2);
+  // The chat reading of the same stream is wrong: every event with "text"
+  // counts as a token and the usage is never found. This is why the API is
+  // told to the observer.
+  SseObserver chat(true, false);
+  Run(chat, {ResponsesPrologue(), ResponsesDelta(0), ResponsesDelta(1), ResponsesCompleted()});
+  CHECK(chat.completion_tokens() != 3);
+}
+
+TEST_CASE("Responses JSON body: usage.input_tokens and usage.output_tokens", "[sse]") {
+  SseObserver o(false, false, SseObserver::Api::kResponses);
+  std::string body =
+      R"({"id":"resp_1","object":"response","output":[{"content":[{"type":"output_text",)"
+      R"("text":"hi"}]}],"usage":{"input_tokens":5,"output_tokens":8,"total_tokens":13}})";
+  CHECK(Run(o, {body.substr(0, 30), body.substr(30)}) == body);
+  CHECK(o.prompt_tokens() == 5);
+  CHECK(o.completion_tokens() == 8);
+  CHECK_FALSE(o.estimated());
+}
