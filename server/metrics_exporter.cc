@@ -68,7 +68,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
             std::array<const char*, 4>{"backend", "model", "tenant", "kind"}, m.tokens);
 
   w.Family("geogate_ttft_seconds", "histogram",
-           "Time from the start of an attempt to the first response body byte, by backend.");
+           "Time from the start of an attempt to the first token (the first response body byte; "
+           "for a Responses API stream, its first output delta), by backend.");
   w.Histogram("geogate_ttft_seconds", std::array<const char*, 1>{"backend"}, m.ttft);
   w.Family("geogate_request_duration_seconds", "histogram",
            "Whole request duration including streaming, by backend.");
