@@ -53,7 +53,7 @@ case "$mode" in
   build-only) pkgs=("${compile_pkgs[@]}") ;;
   *)
     pkgs=("${build_pkgs[@]}")
-    # Node.js + npm for the end-to-end test with the official OpenAI SDK. Some
+    # Node.js + npm for the end-to-end tests with the client SDKs. Some
     # images carry a NodeSource build whose nodejs package already contains npm
     # and conflicts with Debian's npm package: only install when missing.
     command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)

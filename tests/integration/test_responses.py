@@ -82,16 +82,16 @@ class ResponsesApiTest(unittest.TestCase):
         self.assertEqual(line["backend"], "eu-sim")
         self.assertEqual(line["stream"], stream)
         self.assertEqual(line["outcome"], "completed")
-        self.assertEqual((line["prompt_tokens"], line["completion_tokens"],
-                          line["tokens_estimated"]),
+        self.assertEqual((line.get("prompt_tokens"), line.get("completion_tokens"),
+                          line.get("tokens_estimated")),
                          (usage["input_tokens"], usage["output_tokens"], False), line)
         self.assertEqual(usage["output_tokens"], TOKENS)
-        self.assertIsNotNone(line["gpu_seconds"])
+        self.assertIsNotNone(line.get("gpu_seconds"))
         self.assertGreater(line["gpu_seconds"], 0)
-        self.assertIsNotNone(line["cost"])
+        self.assertIsNotNone(line.get("cost"))
         self.assertAlmostEqual(line["cost"], line["gpu_seconds"] * 2.5 / 3600, delta=1e-8)
         # Both kinds: the first token comes TTFT_MS after the head.
-        self.assertIsNotNone(line["ttft_ms"])
+        self.assertIsNotNone(line.get("ttft_ms"))
         self.assertGreaterEqual(line["ttft_ms"], TTFT_MS * 0.9, line)
 
     def test_stream_is_accounted_from_its_events(self):
