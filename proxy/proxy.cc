@@ -555,7 +555,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   // generation: as a TTFT sample it would push routing away from the
   // backend that just served it (DESIGN.md §8, "TTFT comes from streams").
   bool learn = r.upstream_status < 400 && ctx_.stream;
-  if (learn && ctx_.responses_api()) {
+  if (learn && ctx_.responses_api() &&
+      parser->get()[http::field::content_type].starts_with("text/event-stream")) {
     // A Responses stream opens with response.created before any token: its
     // TTFT is taken at the first output delta (WriteToClientNow).
     ttft_from_ = t0;

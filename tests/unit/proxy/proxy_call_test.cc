@@ -496,3 +496,20 @@ TEST_CASE("proxy call: a chat stream still asks the backend for its usage chunk"
             .find(R"("stream_options":{"include_usage":true})") != std::string::npos);
   CHECK(f.ctx->ttft_ms >= 0);  // the first body byte is the first token
 }
+
+TEST_CASE("proxy call: a Responses answer in JSON is read as one, TTFT at its first byte",
+          "[proxy_call]") {
+  CallFixture f;
+  // Asked to stream, the backend answers with the whole Response object.
+  std::string body =
+      R"({"object":"response","output":[],"usage":{"input_tokens":3,"output_tokens":4}})";
+  f.connector.steps.push_back(
+      ConnectStep::Serve("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body));
+  f.Start(R"({"model":"m","input":"hi","stream":true})", "/v1/responses");
+  REQUIRE(f.done);
+  CHECK(f.ctx->ttft_ms >= 0);  // no delta will ever come: the first byte is it
+  CHECK(f.ctx->prompt_tokens == 3);
+  CHECK(f.ctx->completion_tokens == 4);
+  CHECK(f.ClientGot().ends_with(body));
+}
