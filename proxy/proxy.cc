@@ -22,6 +22,7 @@
 #include "common/block_cache.h"
 #include "health/health_service.h"
 #include "health/retry_budget.h"
+#include "proxy/client_writer.h"
 #include "proxy/headers.h"
 #include "proxy/relay_parse.h"
 #include "proxy/response_head.h"
@@ -194,7 +195,9 @@ class ProxyCall {
         watch_(ctx.session.stream()),
         wd_(ctx.session.watchdog()),
         relay_lease_(ctx.worker.relay_buffers().Take()),
-        relay_buf_(relay_lease_.data()) {}
+        relay_buf_(relay_lease_.data()),
+        client_out_(ctx.session.stream(), ctx.session.watchdog(), ctx.worker.time(),
+                    up_cfg_.stream_idle_timeout, ctx.bytes_out, ctx.worker.metrics().bytes_out) {}
 
   ~ProxyCall() { wd_.Disarm(); }
   ProxyCall(const ProxyCall&) = delete;
@@ -216,11 +219,11 @@ class ProxyCall {
                                       size_t first_bytes, bool& upstream_reusable);
   net::awaitable<boost::system::error_code> SendRest(Stream& s,
                                                      std::span<const net::const_buffer> bufs,
-                                                     size_t sent, bool guard_idle);
-  bool WriteToClientNow(std::string_view data, ResponseHead* head, bool chunked,
-                        SseObserver& observer);
-  net::awaitable<bool> FinishClientWrite();
-  void CountClientBytes(size_t n);
+                                                     size_t sent);
+  /// Relayed bytes through the observer (which may hold some back or take
+  /// the TTFT), then offered to the client with `head` before them.
+  /// @return false when some is left for client_out_.Flush().
+  bool WriteToClientNow(std::string_view data, ResponseHead* head, SseObserver& observer);
   net::awaitable<bool> FailAll(const AttemptResult& last);
   net::awaitable<bool> Fail(ErrorKind kind, std::string_view message, int retry_after = -1);
   void ReportFailure(size_t backend, FailureReason reason);
@@ -267,16 +270,7 @@ class ProxyCall {
   Clock::time_point ttft_from_{};
   BufferPool::Lease relay_lease_;
   char* const relay_buf_;
-  // The client write in progress: [head] [chunk size] data [CRLF], and how
-  // much of it the socket took at once.
-  struct ClientWrite {
-    std::array<net::const_buffer, 4> bufs;
-    size_t count = 0;
-    size_t total = 0;
-    size_t sent = 0;
-    char size_line[24];
-  };
-  ClientWrite client_out_;
+  ClientWriter client_out_;  // everything the client gets of a relayed response
 };
 
 net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, int retry_after) {
@@ -505,8 +499,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
     boost::system::error_code ec;
     size_t sent = conn->stream.TrySendNow(request);
-    if (sent != net::buffer_size(request))
-      ec = co_await SendRest(conn->stream, request, sent, /*guard_idle=*/false);
+    if (sent != net::buffer_size(request)) ec = co_await SendRest(conn->stream, request, sent);
     // The head, read straight from the socket like the body below (Beast's
     // composed read_header costs three more layers of handlers per read).
     while (!ec && !parser->is_header_done()) {
@@ -601,7 +594,6 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   AttemptResult r;
   r.committed = true;
   auto& upstream_head = parser.get();
-  Stream& client = ctx_.session.stream();
   bool client_http11 = ctx_.req.version() >= 11;
   bool sse = upstream_head[http::field::content_type].starts_with("text/event-stream");
 
@@ -634,8 +626,9 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     }
   } stream_count{shared_, sse};
 
-  bool written = WriteToClientNow(std::string_view(relay_buf_, first), &head, chunked, observer);
-  if (!written) written = co_await FinishClientWrite();
+  client_out_.set_chunked(chunked);
+  bool written = WriteToClientNow(std::string_view(relay_buf_, first), &head, observer);
+  if (!written) written = co_await client_out_.Flush();
   if (!written) co_return ClientLeft(backend, observer);
 
   while (!parser.is_done()) {
@@ -672,11 +665,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       if (sse && chunked) {
         std::string event = StreamErrorEvent(absl::StrCat(
             "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason)));
-        std::string tail = absl::StrCat(absl::Hex(event.size()), "\r\n", event, "\r\n0\r\n\r\n");
-        wd_.Disarm();
-        wd_.Guard(&client, Now() + up_cfg_.stream_idle_timeout);
-        auto [wec, wn] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
-        ctx_.bytes_out += wn;
+        wd_.Disarm();  // its deadline was the backend's
+        co_await client_out_.End(event);
       } else {
         ctx_.session.Close();
       }
@@ -684,24 +674,14 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       co_return r;
     }
     if (got == 0) continue;
-    written = WriteToClientNow(std::string_view(relay_buf_, got), nullptr, chunked, observer);
-    if (!written) written = co_await FinishClientWrite();
+    written = WriteToClientNow(std::string_view(relay_buf_, got), nullptr, observer);
+    if (!written) written = co_await client_out_.Flush();
     if (!written) co_return ClientLeft(backend, observer);
   }
   std::string_view rest = observer.Finish(Now());  // also reads a JSON body's usage
-  if (chunked) {
-    std::string tail;
-    if (!rest.empty())
-      tail = absl::StrCat(absl::Hex(rest.size()), "\r\n",
-                          absl::string_view(rest.data(), rest.size()), "\r\n");
-    tail += "0\r\n\r\n";
-    wd_.Guard(&client, Now() + up_cfg_.stream_idle_timeout);
-    auto [ec, n] = co_await net::async_write(client, net::buffer(tail), kUseTuple);
-    ctx_.bytes_out += n;
-    if (ec) {
-      keep_alive = false;
-      ctx_.outcome = RequestOutcome::kClientClosed;  // the end of the body never reached it
-    }
+  if (!co_await client_out_.End(rest)) {
+    keep_alive = false;
+    ctx_.outcome = RequestOutcome::kClientClosed;  // the end of the body never reached it
   }
   wd_.Disarm();
   AccountTokens(backend, observer);
@@ -763,64 +743,24 @@ boost::system::error_code ProxyCall::TakeUpstreamHeadRead(UpstreamConn& conn,
   return ec;
 }
 
-// Writes the rest of `bufs` after the first `sent` bytes went at once
-// (Stream::TrySendNow: the callers try that first, so the common case costs
-// no coroutine frame and no pass of the worker's queue), under
-// stream_idle_timeout when `guard_idle` (or the deadline the caller set).
+// Writes the rest of the request to the backend after the first `sent`
+// bytes went at once (Stream::TrySendNow), under the deadline the caller set.
 net::awaitable<boost::system::error_code> ProxyCall::SendRest(
-    Stream& s, std::span<const net::const_buffer> bufs, size_t sent, bool guard_idle) {
+    Stream& s, std::span<const net::const_buffer> bufs, size_t sent) {
   beast::buffers_suffix<std::span<const net::const_buffer>> rest(bufs);
   rest.consume(sent);
-  if (guard_idle) wd_.Guard(&s, Now() + up_cfg_.stream_idle_timeout);
   auto [ec, n] = co_await net::async_write(s, rest, kUseTuple);
   co_return ec;
 }
 
-// One gather write per upstream read: [head] [chunk size] data [CRLF],
-// written at once when the socket takes it all. @return false when some is
-// left in client_out_ for FinishClientWrite.
-bool ProxyCall::WriteToClientNow(std::string_view data, ResponseHead* head, bool chunked,
-                                 SseObserver& observer) {
+bool ProxyCall::WriteToClientNow(std::string_view data, ResponseHead* head, SseObserver& observer) {
   std::string_view out = observer.Filter(data, Now());
   if (ttft_from_ != Clock::time_point{} && observer.first_content_at() != Clock::time_point{}) {
     ctx_.ttft_ms = MillisSince(ctx_.start, observer.first_content_at());
     LearnTtft(ctx_.backend, ttft_from_, observer.first_content_at());
     ttft_from_ = {};
   }
-  ClientWrite& w = client_out_;
-  w.count = 0;
-  if (head != nullptr) w.bufs[w.count++] = net::buffer(head->text());
-  if (chunked && !out.empty()) {
-    char* end = std::to_chars(w.size_line, w.size_line + 16, out.size(), 16).ptr;
-    *end++ = '\r';
-    *end++ = '\n';
-    w.bufs[w.count++] = net::buffer(w.size_line, static_cast<size_t>(end - w.size_line));
-  }
-  if (!out.empty()) w.bufs[w.count++] = net::buffer(out);
-  if (chunked && !out.empty()) w.bufs[w.count++] = net::buffer("\r\n", 2);
-  if (w.count == 0) return true;
-  std::span<const net::const_buffer> bufs(w.bufs.data(), w.count);
-  w.total = net::buffer_size(bufs);
-  w.sent = ctx_.session.stream().TrySendNow(bufs);
-  if (w.sent != w.total) return false;
-  CountClientBytes(w.total);
-  return true;
-}
-
-// The rest of the write WriteToClientNow began. @return false when the
-// client is gone.
-net::awaitable<bool> ProxyCall::FinishClientWrite() {
-  std::span<const net::const_buffer> bufs(client_out_.bufs.data(), client_out_.count);
-  boost::system::error_code ec =
-      co_await SendRest(ctx_.session.stream(), bufs, client_out_.sent, /*guard_idle=*/true);
-  if (ec) co_return false;
-  CountClientBytes(client_out_.total);
-  co_return true;
-}
-
-void ProxyCall::CountClientBytes(size_t n) {
-  ctx_.bytes_out += n;
-  worker_.metrics().bytes_out += n;
+  return client_out_.TryWrite(head != nullptr ? head->text() : std::string_view(), out);
 }
 
 void ProxyCall::LearnTtft(size_t backend, Clock::time_point t0, Clock::time_point t_first) {
