@@ -1,10 +1,10 @@
-"""The processes bench/compare measures: the upstreams (gpusim instances and
-the optional static responder) and the contenders (upstream direct, geogate,
+"""The processes bench/compare measures: the upstreams (gpusim instances,
+geogate-responder and the static NGINX responder) and the contenders (upstream direct, geogate,
 HAProxy, NGINX), each started pinned to a CPU set with a config rendered from
 the templates next to this file.
 
-Every contender exposes one port per *lane* (fast, tls, sse, paced, probe,
-long); a lane is one upstream. HAProxy and NGINX get one frontend/server per
+Every contender exposes one port per *lane* (fast, tls, sse, burst, paced,
+probe, long); a lane is one upstream. HAProxy and NGINX get one frontend/server per
 lane, so they do no routing work the test does not need; geogate serves all
 lanes on one plain and one TLS listener and routes by model, with its geo
 database, residency rule, access log and metrics on.
@@ -213,29 +213,16 @@ STATIC_BODY = ('{"id":"chatcmpl-static","object":"chat.completion","created":0,'
                '"completion_tokens":16,"total_tokens":22}}')
 
 
-def fetch_stream(port: int, model: str, as_model: str, tokens: int) -> str:
-    """One whole SSE response of `model` from gpusim, asked for as geogate
-    asks (with the usage chunk), naming `as_model`: the body the static
-    burst responder replays."""
-    body = json.dumps({"model": model, "stream": True, "max_tokens": tokens,
-                       "stream_options": {"include_usage": True},
-                       "messages": [{"role": "user", "content": "Count to sixty-four."}]})
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                 data=body.encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        text = r.read().decode().replace(f'"model":"{model}"', f'"model":"{as_model}"')
-    if text.count("data:") < tokens + 2 or "[DONE]" not in text:
-        raise StartError(f"gpusim sent an unexpected stream for the burst responder:\n{text[:500]}")
-    return text
-
-
 class Upstreams:
     """The upstream of every lane, all pinned to `cpus`:
-    fast  - non-streaming answers: gpusim with no delays, or the static NGINX responder;
-    tls   - the same answers over TLS (only the "upstream direct" row uses it);
+    fast  - non-streaming answers: geogate-responder (bench/responder/), gpusim
+            with no delays, or the static NGINX responder (`fast_kind`);
+    tls   - the same answers over TLS (only the "upstream direct" row uses
+            it): the static NGINX responder, or gpusim when `fast_kind` is
+            gpusim (geogate-responder has no TLS);
     sse   - 64-token SSE streams with no delays (gpusim: one write per token);
-    burst - the same 64-token stream, whole, in one write (the static NGINX
-            responder replays a stream gpusim sent once), so the proxies and
+    burst - the same 64-token stream, whole, in one write: geogate-responder
+            `--answer stream` (gpusim's bytes, built once), so the proxies and
             not the upstream are the limit;
     paced - tokens on a shared 2 ms decode grid (gpusim --decode-step-ms 2);
     probe - first token at once, then 5 ms apart (gpusim), for TTFT probes;
@@ -244,6 +231,7 @@ class Upstreams:
 
     def __init__(self, build: str, run_dir: str, cpus: str, fast_kind: str, tls: tuple):
         self.gpusim = os.path.join(build, "bench", "gpusim", "geogate-gpusim")
+        self.responder = os.path.join(build, "bench", "responder", "geogate-responder")
         self.dir, self.cpus, self.fast_kind, self.tls = run_dir, cpus, fast_kind, tls
         self.ports: dict[str, int] = {}
         self.procs: dict[str, Proc] = {}
@@ -256,12 +244,23 @@ class Upstreams:
                                 os.path.join(self.dir, f"gpusim-{lane}.log")).start()
         self.ports[lane] = port
 
+    def _responder(self, lane: str, *flags: str) -> None:
+        port = free_port()
+        args = [self.responder, "--listen", f"127.0.0.1:{port}", "--name", lane,
+                "--model", MODELS[lane], *flags]
+        self.procs[lane] = Proc(f"responder-{lane}", args, self.cpus,
+                                os.path.join(self.dir, f"responder-{lane}.log")).start()
+        self.ports[lane] = port
+
     def start(self) -> "Upstreams":
         cert, key, _ = self.tls
-        if self.fast_kind != "static":
+        if self.fast_kind == "gpusim":
             self._sim("fast", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "16")
             self._sim("tls", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "16",
                       "--tls-cert", cert, "--tls-key", key)
+        elif self.fast_kind == "responder":
+            self._responder("fast", "--answer", "json", "--tokens", "16")
+        self._responder("burst", "--answer", "stream", "--tokens", str(SSE_TOKENS))
         self._sim("sse", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", str(SSE_TOKENS))
         self._sim("paced", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "64",
                   "--decode-step-ms", "2")
@@ -270,27 +269,38 @@ class Upstreams:
                   "--max-tokens-cap", "1000000")
         for lane, port in self.ports.items():
             wait_port(port, self.procs[lane])
-        # The static responder: the burst lane always, the fast and TLS lanes
-        # when it is their upstream.
-        stream = fetch_stream(self.ports["sse"], MODELS["sse"], MODELS["burst"], SSE_TOKENS)
-        sdir = os.path.join(self.dir, "static")
-        os.makedirs(sdir, exist_ok=True)
-        with open(os.path.join(sdir, "stream.sse"), "w") as f:
-            f.write(stream)
-        static_ports = {"fast": free_port(), "tls": free_port(), "burst": free_port()}
-        conf = render("static-upstream.conf.in", os.path.join(sdir, "nginx.conf"),
-                      user_line=user_line(), nofile=nofile(), dir=sdir, port=static_ports["fast"],
-                      port_tls=static_ports["tls"], port_burst=static_ports["burst"],
-                      tls_cert=cert, tls_key=key, body=STATIC_BODY)
-        self.procs["static"] = Proc("static", ["nginx", "-p", sdir, "-c", conf, "-e",
-                                               os.path.join(sdir, "nginx-error.log")],
-                                    self.cpus, os.path.join(sdir, "stdout.log")).start()
-        self.ports["burst"] = static_ports["burst"]
-        if self.fast_kind == "static":
-            self.ports["fast"], self.ports["tls"] = static_ports["fast"], static_ports["tls"]
-        for port in static_ports.values():
-            wait_port(port, self.procs["static"])
+        if self.fast_kind != "gpusim":
+            # The static NGINX responder: the TLS lane, and the fast lane
+            # when it is its upstream.
+            sdir = os.path.join(self.dir, "static")
+            os.makedirs(sdir, exist_ok=True)
+            static_ports = {"fast": free_port(), "tls": free_port()}
+            conf = render("static-upstream.conf.in", os.path.join(sdir, "nginx.conf"),
+                          user_line=user_line(), nofile=nofile(), dir=sdir,
+                          port=static_ports["fast"], port_tls=static_ports["tls"],
+                          tls_cert=cert, tls_key=key, body=STATIC_BODY)
+            self.procs["static"] = Proc("static", ["nginx", "-p", sdir, "-c", conf, "-e",
+                                                   os.path.join(sdir, "nginx-error.log")],
+                                        self.cpus, os.path.join(sdir, "stdout.log")).start()
+            self.ports["tls"] = static_ports["tls"]
+            if self.fast_kind == "static":
+                self.ports["fast"] = static_ports["fast"]
+            for port in static_ports.values():
+                wait_port(port, self.procs["static"])
+        self._check_burst()
         return self
+
+    def _check_burst(self) -> None:
+        """The burst upstream must send what the proxies are meant to relay:
+        SSE_TOKENS token events, then finish, usage and [DONE]."""
+        body = json.dumps({"model": MODELS["burst"], "stream": True, "max_tokens": SSE_TOKENS,
+                           "messages": [{"role": "user", "content": "Count to sixty-four."}]})
+        req = urllib.request.Request(f"http://127.0.0.1:{self.ports['burst']}/v1/chat/completions",
+                                     data=body.encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+        if text.count("data:") != SSE_TOKENS + 3 or not text.endswith("data: [DONE]\n\n"):
+            raise StartError(f"the burst upstream sent an unexpected stream:\n{text[:500]}")
 
     def _proc(self, lane: str) -> Proc:
         return self.procs.get(lane) or self.procs["static"]
