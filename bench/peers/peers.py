@@ -1,13 +1,13 @@
 """The processes bench/compare measures: the upstreams (gpusim instances,
-geogate-responder and the static NGINX responder) and the contenders (upstream direct, geogate,
-HAProxy, NGINX), each started pinned to a CPU set with a config rendered from
-the templates next to this file.
+geogate-responder and the static NGINX responder) and the contenders
+(upstream direct, geogate, HAProxy, NGINX), each started pinned to a CPU set
+with a config rendered from the templates next to this file.
 
 Every contender exposes one port per *lane* (fast, tls, sse, burst, paced,
-probe, long); a lane is one upstream. HAProxy and NGINX get one frontend/server per
-lane, so they do no routing work the test does not need; geogate serves all
-lanes on one plain and one TLS listener and routes by model, with its geo
-database, residency rule, access log and metrics on.
+probe, long); a lane is one upstream. HAProxy and NGINX get one
+frontend/server per lane, so they do no routing work the test does not
+need; geogate serves all lanes on one plain and one TLS listener and routes
+by model, with its geo database, residency rule, access log and metrics on.
 
 Processes are stopped by their own PID only (never by name).
 """
