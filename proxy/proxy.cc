@@ -24,6 +24,7 @@
 #include "health/retry_budget.h"
 #include "proxy/client_writer.h"
 #include "proxy/headers.h"
+#include "proxy/proxy_error.h"
 #include "proxy/relay_parse.h"
 #include "proxy/response_head.h"
 #include "proxy/sse_observer.h"
@@ -162,9 +163,9 @@ class DisconnectWatch {
 struct AttemptResult {
   bool committed = false;   // the response head reached the client
   bool keep_alive = false;  // when committed: may the client connection stay open
-  bool client_gone = false;
-  FailureReason failure = FailureReason::kNone;
-  std::string detail;
+  // Why the attempt failed; when committed, the relay's failure (the client
+  // left, or the backend broke mid-stream: the stream_interrupted event).
+  std::optional<ProxyError> error;
   unsigned upstream_status = 0;
 };
 
@@ -410,14 +411,14 @@ net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
       // A retry: counted against the process-wide budget so a region-wide
       // failure does not multiply the load on what is left, unless the
       // backend failed without serving (health::IsFreeReroute).
-      if (shared_.retry_budget != nullptr && !health::IsFreeReroute(last.failure)) {
+      if (shared_.retry_budget != nullptr && !health::IsFreeReroute(last.error->reason)) {
         retry_slot_ = shared_.retry_budget->TryRetry();
         if (!retry_slot_) {
           worker_.metrics().retry_budget_exhausted++;
           break;
         }
       }
-      worker_.metrics().failovers.Add({health::FailureReasonName(last.failure)});
+      worker_.metrics().failovers.Add({health::FailureReasonName(last.error->reason)});
     }
     ctx_.attempts++;
     // The first attempt may use all of first_token_timeout_ms (a long
@@ -425,31 +426,25 @@ net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
     // deadline and are cut at it.
     last = co_await Attempt(backend, i == 0 ? Clock::time_point::max() : deadline);
     if (last.committed) co_return last.keep_alive;
-    if (last.client_gone) {
+    BOOST_ASSERT(last.error);        // an attempt that did not commit says why
+    if (!last.error->retryable()) {  // the client left
       ctx_.status = 499;
       ctx_.outcome = RequestOutcome::kClientClosed;
       worker_.metrics().client_disconnects++;
       co_return false;
     }
-    ReportFailure(backend, last.failure);
+    ReportFailure(backend, last.error->reason);
   }
   co_return co_await FailAll(last);
 }
 
 net::awaitable<bool> ProxyCall::FailAll(const AttemptResult& last) {
-  std::string detail = absl::StrCat(
-      "after ", ctx_.attempts, " attempt(s): ", health::FailureReasonName(last.failure),
-      last.detail.empty() ? "" : " (", last.detail, last.detail.empty() ? "" : ")");
-  bool keep = false;
-  if (ctx_.attempts == 0)
-    keep = co_await Fail(ErrorKind::kUpstreamFailed, "retry deadline reached before any attempt");
-  else if (last.failure == FailureReason::kFirstTokenTimeout)
-    keep = co_await Fail(ErrorKind::kFirstTokenTimeout,
-                         "no backend produced a first token in time " + detail);
-  else
-    keep = co_await Fail(ErrorKind::kUpstreamFailed, "every backend attempt failed " + detail);
+  const ProxyError* error = last.error ? &*last.error : nullptr;
+  ClientAnswer answer = AnswerFor(error, ctx_.attempts);
+  bool keep = co_await Fail(answer.kind, answer.message);
   ctx_.outcome = RequestOutcome::kUpstreamFailed;
-  if (ctx_.attempts != 0) ctx_.upstream_error = health::FailureReasonName(last.failure);
+  if (error != nullptr && ctx_.attempts != 0)
+    ctx_.upstream_error = health::FailureReasonName(error->reason);
   co_return keep;
 }
 
@@ -474,12 +469,11 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
       ConnectResult cr = co_await worker_.upstreams().Connect(
           b, ctx_.rt.backend_tls[backend], std::min(up_cfg_.connect_timeout, budget));
       if (watch_.gone()) {
-        r.client_gone = true;
+        r.error = ProxyError::ClientGone();
         co_return r;
       }
       if (!cr.conn) {
-        r.failure = cr.failure;
-        r.detail = cr.error;
+        r.error = ProxyError::Upstream(cr.failure, std::move(cr.error));
         co_return r;
       }
       conn = std::move(cr.conn);
@@ -521,8 +515,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   r.upstream_status = parser->get().result_int();
   if (r.upstream_status >= 500) {
     watch_.Target(nullptr);
-    r.failure = FailureReason::kUpstream5xx;
-    r.detail = absl::StrCat(b.name, " answered ", r.upstream_status);
+    r.error = ProxyError::Upstream(FailureReason::kUpstream5xx,
+                                   absl::StrCat(b.name, " answered ", r.upstream_status));
     co_return r;  // the connection is dropped with its unread body
   }
 
@@ -572,18 +566,16 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
 AttemptResult ProxyCall::ExchangeFailed(boost::system::error_code ec) {
   AttemptResult r;
   watch_.Target(nullptr);
-  if (watch_.gone()) {
-    r.client_gone = true;
-    return r;
-  }
-  if (wd_.abandoned()) {
-    r.failure = FailureReason::kProbeTimeout;
-    r.detail = "backend taken out of rotation by health checks while waiting";
-    return r;
-  }
-  if (wd_.expired()) ec = beast::error::timeout;
-  r.failure = ClassifyExchangeError(ec);
-  r.detail = ec.message();
+  if (watch_.gone())
+    r.error = ProxyError::ClientGone();
+  else if (wd_.abandoned())
+    r.error = ProxyError::Upstream(FailureReason::kProbeTimeout,
+                                   "backend taken out of rotation by health checks while waiting");
+  else if (wd_.expired())
+    r.error = ProxyError::Upstream(FailureReason::kFirstTokenTimeout,
+                                   beast::error_code(beast::error::timeout).message());
+  else
+    r.error = ProxyError::Upstream(ClassifyExchangeError(ec), ec.message());
   return r;
 }
 
@@ -657,7 +649,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
           ec == beast::error::timeout ? FailureReason::kStreamIdle : FailureReason::kReset;
       ReportFailure(backend, reason);
       worker_.metrics().streams_interrupted++;
-      r.failure = reason;
+      r.error = ProxyError::Upstream(reason, ec.message());
       r.keep_alive = false;
       ctx_.outcome = RequestOutcome::kInterrupted;
       ctx_.error_code = "stream_interrupted";  // the code of the SSE error event
@@ -785,7 +777,7 @@ AttemptResult ProxyCall::ClientLeft(size_t backend, const SseObserver& sse) {
   AccountTokens(backend, sse);
   AttemptResult r;
   r.committed = true;
-  r.client_gone = true;
+  r.error = ProxyError::ClientGone();
   return r;
 }
 
