@@ -230,8 +230,8 @@ class ProxyCall {
   void ReportFailure(size_t backend, FailureReason reason);
   // Not inline in Relay: its locals would grow Relay's coroutine frame.
   void AddClientHeaders(const Fields& upstream, const config::Backend& b, ResponseHead& head);
-  /// Tokens, GPU time (from the request's send to now) and cost of the
-  /// committed attempt: metrics, showback, the tenant's budget.
+  /// The request-end record of the committed attempt (ctx_.usage): tokens,
+  /// GPU time (from the request's send to now) and cost.
   void AccountTokens(size_t backend, const SseObserver& sse);
   /// The client went away during the relay. The GPU worked until then: it
   /// is accounted like a finished response.
@@ -783,34 +783,18 @@ AttemptResult ProxyCall::ClientLeft(size_t backend, const SseObserver& sse) {
 
 void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse) {
   const config::Backend& b = ctx_.cfg.backends[backend];
-  double stream_seconds = std::chrono::duration<double>(Now() - sent_at_).count();
-  WorkerMetrics& m = worker_.metrics();
-  m.token_gap.ObserveAll({b.name}, sse.token_gaps());
-  ctx_.prompt_tokens = sse.prompt_tokens();
-  ctx_.completion_tokens = sse.completion_tokens();
-  ctx_.tokens_estimated = sse.estimated();
+  worker_.metrics().token_gap.ObserveAll({b.name}, sse.token_gaps());
   const config::Tenant* t = ctx_.tenant_config();
-  std::string_view tenant = t ? std::string_view(t->name) : std::string_view();
   int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        worker_.time().system().time_since_epoch())
                        .count();
   // GPU-seconds = stream wall time / capacity (the request's share of one
   // GPU); cost = GPU-seconds x cost_per_hour / 3600 (docs/showback.md).
-  ShowbackRecord rec =
-      MakeShowbackRecord(ctx_.cfg, backend, tenant, ctx_.model_name(), ctx_.prompt_tokens,
-                         ctx_.completion_tokens, ctx_.tokens_estimated, stream_seconds, now_ms);
-  ctx_.gpu_seconds = rec.gpu_seconds;
-  ctx_.cost = rec.cost;
-  worker_.showback_ledger().Add(rec);
-  m.showback.Add(rec);
-  if (ctx_.tenant != kNoIndex) ctx_.rt.budgets[ctx_.tenant]->Charge(rec.cost, now_ms);
-  std::string_view tenant_label = t ? tenant : std::string_view("none");
-  if (ctx_.prompt_tokens > 0)
-    m.tokens.Add({b.name, ctx_.model_name(), tenant_label, "prompt"},
-                 static_cast<double>(ctx_.prompt_tokens));
-  if (ctx_.completion_tokens > 0)
-    m.tokens.Add({b.name, ctx_.model_name(), tenant_label, "completion"},
-                 static_cast<double>(ctx_.completion_tokens));
+  // Charged when the request ends (request_handler.cc), from this record.
+  ctx_.usage = MakeShowbackRecord(
+      ctx_.cfg, backend, t ? std::string_view(t->name) : std::string_view(), ctx_.model_name(),
+      sse.prompt_tokens(), sse.completion_tokens(), sse.estimated(),
+      std::chrono::duration<double>(Now() - sent_at_).count(), now_ms);
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "accounting/showback_record.h"
 #include "common/block_cache.h"
 #include "health/time_source.h"
 #include "observability/access_log.h"
@@ -58,11 +60,10 @@ struct RequestContext {
   uint64_t bytes_out = 0;
   uint32_t attempts = 0;
   PooledString route_reason;  // routing::Decision::AppendReason's text
-  int64_t prompt_tokens = -1;
-  int64_t completion_tokens = -1;
-  bool tokens_estimated = false;
-  double gpu_seconds = 0;
-  double cost = 0;
+  // The request-end record of the committed attempt (tokens, GPU-seconds,
+  // cost), made once when its relay ends. At the request's end it is
+  // charged (showback, metrics, the tenant's budget) and logged as it is.
+  std::optional<ShowbackRecord> usage;
 
   const config::Tenant* tenant_config() const {
     return tenant == kNoIndex ? nullptr : &cfg.tenants[tenant];

@@ -299,7 +299,26 @@ std::string_view AcceptTarget(RequestContext& ctx) {
   return {};
 }
 
+// The request-end record of a served request, charged once: the worker's
+// showback buckets and metrics, and the tenant's budget.
+void Charge(RequestContext& ctx, const ShowbackRecord& rec) {
+  ctx.worker.showback_ledger().Add(rec);
+  WorkerMetrics& m = ctx.worker.metrics();
+  m.showback.Add(rec);
+  if (ctx.tenant != kNoIndex) ctx.rt.budgets[ctx.tenant]->Charge(rec.cost, rec.unix_ms);
+  std::string_view tenant = rec.tenant.empty() ? std::string_view("none") : rec.tenant;
+  if (rec.prompt_tokens > 0)
+    m.tokens.Add({rec.backend, rec.model, tenant, "prompt"},
+                 static_cast<double>(rec.prompt_tokens));
+  if (rec.completion_tokens > 0)
+    m.tokens.Add({rec.backend, rec.model, tenant, "completion"},
+                 static_cast<double>(rec.completion_tokens));
+}
+
+// The end of every request: its accounting, its metrics and its access-log
+// line, all from what the request context holds.
 void Log(RequestContext& ctx) {
+  if (ctx.usage) Charge(ctx, *ctx.usage);
   CountResidency(ctx);
   health::MonotonicTime end = ctx.worker.time().monotonic();
   double duration_s = std::chrono::duration<double>(end - ctx.start).count();
@@ -348,11 +367,14 @@ void Log(RequestContext& ctx) {
   r.policy_hash = ctx.cfg.hash;
   r.generation = ctx.rt.generation;
   r.geo_epoch = ctx.rt.geo_epoch;
-  r.prompt_tokens = ctx.prompt_tokens;
-  r.completion_tokens = ctx.completion_tokens;
-  r.tokens_estimated = ctx.tokens_estimated;
-  r.gpu_seconds = ctx.gpu_seconds;
-  r.cost = ctx.cost;
+  if (ctx.usage) {
+    // Estimated counts come from SSE events alone: the prompt's is unknown.
+    r.prompt_tokens = ctx.usage->estimated ? -1 : ctx.usage->prompt_tokens;
+    r.completion_tokens = ctx.usage->completion_tokens;
+    r.tokens_estimated = ctx.usage->estimated;
+    r.gpu_seconds = ctx.usage->gpu_seconds;
+    r.cost = ctx.usage->cost;
+  }
   log.Append(r);
 }
 
