@@ -7,7 +7,8 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_executor.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
@@ -64,6 +65,20 @@ void UpdateEwma(std::atomic<int64_t>& ewma, int64_t sample_us, double alpha) {
                                                   alpha * static_cast<double>(sample_us - old));
     if (ewma.compare_exchange_weak(old, next, std::memory_order_relaxed)) return;
   }
+}
+
+// Waits `d` on the worker's timers (in tests: simulated time, which the
+// test moves).
+net::awaitable<void> SleepFor(health::TimerFactory& timers, health::Millis d) {
+  health::TimerPtr timer;
+  auto executor = co_await net::this_coro::executor;
+  co_await net::async_initiate<decltype(net::use_awaitable), void()>(
+      [&](auto handler) {
+        auto pending = std::make_shared<decltype(handler)>(std::move(handler));
+        timer = timers.create([pending, executor] { net::post(executor, std::move(*pending)); });
+        timer->enable(d);
+      },
+      net::use_awaitable);
 }
 
 // Counts a request against a backend's in-flight total (process-wide).
@@ -307,9 +322,8 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
     d = routing::Decide(ctx_.cfg, facts, ctx_.residency.allowed, view, worker_.Random());
     if (d.outcome != routing::Outcome::kCapacity || now >= queue_deadline) break;
     watch_.Start();
-    net::steady_timer t(worker_.ioc());
-    t.expires_after(std::min<Clock::duration>(std::chrono::milliseconds(5), queue_deadline - now));
-    co_await t.async_wait(kUseTuple);
+    co_await SleepFor(worker_.timers(), std::chrono::ceil<health::Millis>(std::min<Clock::duration>(
+                                            std::chrono::milliseconds(5), queue_deadline - now)));
     if (watch_.gone()) {
       ctx_.status = 499;
       ctx_.outcome = RequestOutcome::kClientClosed;

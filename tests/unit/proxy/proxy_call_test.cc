@@ -516,3 +516,42 @@ TEST_CASE("proxy call: a Responses answer in JSON is read as one, TTFT at its fi
   CHECK(f.ctx->usage->completion_tokens == 4);
   CHECK(f.ClientGot().ends_with(body));
 }
+
+namespace {
+// Every backend of the fixture holds as many streams as it takes.
+void FillBackends(CallFixture& f, int64_t inflight) {
+  for (const auto& state : (*f.worker.CurrentRuntime())->backends)
+    state->inflight.store(inflight, std::memory_order_relaxed);
+}
+}  // namespace
+
+TEST_CASE("proxy call: a request queued for capacity gets 429 at queue_timeout_ms",
+          "[proxy_call]") {
+  CallFixture f("[routing]\nqueue_timeout_ms = 500\n");
+  FillBackends(f, 64);  // the default capacity
+  f.Start(R"({"model":"m","messages":[]})");
+  REQUIRE_FALSE(f.done);  // queued, in simulated time
+  f.Advance(health::Millis(495));
+  CHECK_FALSE(f.done);
+  CHECK(f.connector.connects.empty());
+  f.Advance(health::Millis(10));
+  REQUIRE(f.done);
+  CHECK(f.ctx->status == 429);
+  CHECK(f.ClientGot().find("capacity_exhausted") != std::string::npos);
+  FillBackends(f, 0);
+}
+
+TEST_CASE("proxy call: a request queued for capacity is served when room frees up",
+          "[proxy_call]") {
+  CallFixture f("[routing]\nqueue_timeout_ms = 500\n");
+  FillBackends(f, 64);
+  f.connector.steps.push_back(ConnectStep::Serve(std::string(kOk)));
+  f.Start(R"({"model":"m","messages":[]})");
+  f.Advance(health::Millis(200));
+  REQUIRE_FALSE(f.done);
+  FillBackends(f, 0);  // streams elsewhere ended
+  f.Advance(health::Millis(5));
+  REQUIRE(f.done);
+  CHECK(f.ctx->status == 200);
+  CHECK(f.connector.connects.size() == 1);
+}
