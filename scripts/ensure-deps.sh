@@ -4,7 +4,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 need=0
-for cmd in cmake ninja g++ pkg-config python3 openssl mmdblookup perl promtool wrk haproxy nginx clang++ run-clang-tidy npm yamllint bird; do
+for cmd in cmake ninja g++ pkg-config python3 openssl mmdblookup perl promtool wrk haproxy nginx clang++ run-clang-tidy npm yamllint bird \
+           kubectl; do
   command -v "$cmd" >/dev/null 2>&1 || need=1
 done
 for f in /usr/include/boost/beast.hpp /usr/include/boost/json.hpp /usr/include/boost/url.hpp \

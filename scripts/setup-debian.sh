@@ -57,6 +57,10 @@ case "$mode" in
     # images carry a NodeSource build whose nodejs package already contains npm
     # and conflicts with Debian's npm package: only install when missing.
     command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+    # kubectl for `kubectl kustomize` of deploy/kubernetes: Debian's
+    # kubernetes-client, unless a kubectl is already there (Google's
+    # kubectl package ships the same file and conflicts with it).
+    command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
     ;;
 esac
 

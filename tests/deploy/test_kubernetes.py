@@ -7,6 +7,7 @@ and name ports they have; every mounted volume, ConfigMap, Secret and key
 exists; every file geogate.toml names is mounted; the grace period outlasts
 the drain; and geogate.toml passes `geogate --check` (with throwaway TLS
 files, a test geo database and dummy backend keys)."""
+import json
 import pathlib
 import re
 import shlex
@@ -15,7 +16,7 @@ import tempfile
 import tomllib
 import unittest
 
-from deploy_common import DEPLOY, ROOT, geo_fixture, import_yaml, make_tls_pair, run_check
+from deploy_common import DEPLOY, ROOT, geo_fixture, import_yaml, make_tls_pair, need_tool, run_check
 
 K8S = DEPLOY / "kubernetes"
 WORKLOAD_KINDS = {"DaemonSet", "Deployment"}
@@ -350,6 +351,70 @@ class ManifestsTest(unittest.TestCase):
             r = run_check(config, env)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn(": ok (", r.stdout)
+
+
+class KustomizeTest(unittest.TestCase):
+    """`kubectl kustomize deploy/kubernetes` (what `kubectl apply -k`
+    applies): it renders, and the result is the listed manifests themselves,
+    in the geogate namespace, with the image tag the kustomization pins and
+    nothing else changed. Debian 12's kubectl (kubernetes-client, which
+    scripts/setup-debian.sh installs) has kustomize built in; no cluster is
+    needed."""
+
+    @classmethod
+    def setUpClass(cls):
+        kubectl = need_tool("kubectl")
+        yaml = import_yaml()
+        r = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True,
+                           timeout=120)
+        if r.returncode != 0:
+            raise AssertionError(f"kubectl kustomize {K8S} failed:\n{r.stderr}")
+        cls.rendered = [d for d in yaml.safe_load_all(r.stdout) if d]
+        cls.kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+        cls.sources = [d for f in cls.kustomization["resources"]
+                       for d in yaml.safe_load_all((K8S / f).read_text()) if d]
+
+    @staticmethod
+    def key(d):
+        return (d["kind"], d["metadata"]["name"])
+
+    def expected(self):
+        """The listed manifests as kustomize should render them."""
+        k = self.kustomization
+        pins = {i["name"]: i["newTag"] for i in k.get("images", [])}
+        out = {}
+        for d in self.sources:
+            d = json.loads(json.dumps(d))  # a deep copy
+            if d["kind"] != "Namespace":
+                d["metadata"]["namespace"] = k["namespace"]
+            spec = d.get("spec", {}).get("template", {}).get("spec", {})
+            for c in spec.get("containers", []) + spec.get("initContainers", []):
+                name = c["image"].rsplit(":", 1)[0] if ":" in c["image"].rsplit("/", 1)[-1] else c["image"]
+                if name in pins:
+                    c["image"] = f"{name}:{pins[name]}"
+            out[self.key(d)] = d
+        return out
+
+    def test_renders_exactly_the_listed_objects(self):
+        self.assertEqual(sorted(map(self.key, self.rendered)), sorted(self.expected()))
+        self.assertNotIn("Secret", {d["kind"] for d in self.rendered})  # secret.yaml stays out
+
+    def test_every_object_is_in_the_namespace_and_images_are_pinned(self):
+        for d in self.rendered:
+            if d["kind"] != "Namespace":
+                self.assertEqual(d["metadata"].get("namespace"), self.kustomization["namespace"],
+                                 self.key(d))
+        pinned = {f"{i['name']}:{i['newTag']}" for i in self.kustomization["images"]}
+        images = {c["image"] for d in self.rendered
+                  for c in d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])}
+        self.assertTrue(images, "no workload rendered")
+        self.assertLessEqual(images, pinned)
+
+    def test_nothing_else_changes(self):
+        expected = self.expected()
+        for d in self.rendered:
+            with self.subTest(object=self.key(d)):
+                self.assertEqual(d, expected[self.key(d)])
 
 
 class ReloadWatchScriptTest(unittest.TestCase):
