@@ -1,13 +1,144 @@
 // [gateway], its listeners, admin endpoint, limits and upstream behaviour.
+#include <algorithm>
+#include <charconv>
 #include <limits>
 
+#include <boost/url/parse.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "config/address.h"
 #include "config/sections.h"
 #include "config/value_checks.h"
 
 namespace geogate::config {
 namespace {
+
+// What browsers send on a preflight for the OpenAI SDKs (openai-node sends
+// its x-stainless-* platform and retry headers from a browser too, and
+// User-Agent, which Firefox lets a page set), the Vercel AI SDK and
+// LangChain, plus the gateway's own request headers. Lower case: the
+// header names a browser lists in Access-Control-Request-Headers are.
+constexpr const char* kDefaultCorsAllowedHeaders =
+    "authorization, content-type, user-agent, x-request-id, x-geogate-residency, "
+    "openai-organization, openai-project, openai-beta, "
+    "x-stainless-lang, x-stainless-package-version, x-stainless-os, x-stainless-arch, "
+    "x-stainless-runtime, x-stainless-runtime-version, x-stainless-retry-count, "
+    "x-stainless-timeout, x-stainless-helper-method, x-stainless-poll-helper, "
+    "x-stainless-custom-poll-interval";
+
+// A config value quoted for a message: escaped, so a hostile file cannot put
+// control characters into the log, and cut to a readable length.
+std::string Quoted(std::string_view v) {
+  constexpr size_t kMax = 80;
+  std::string out = absl::StrCat("'", absl::CHexEscape(std::string(v.substr(0, kMax))));
+  if (v.size() > kMax) out += "...";
+  return out + "'";
+}
+
+// An origin as browsers serialise it (RFC 6454 6.1): scheme://host[:port],
+// lower case, without the scheme's default port, and nothing after it. The
+// Origin header is compared with the configured text byte for byte, so any
+// other spelling could never match: it is refused with the spelling to use.
+// @return the error, empty when `text` is such an origin.
+std::string OriginError(std::string_view text) {
+  if (text == "null") {
+    return "'null' is the origin of sandboxed frames and file: pages; allowing it would let "
+           "any of them in";
+  }
+  auto parsed = boost::urls::parse_absolute_uri(text);
+  if (!parsed) return "is not an origin: write scheme://host[:port], e.g. https://app.example.com";
+  boost::urls::url_view u = *parsed;
+  std::string scheme = absl::AsciiStrToLower(std::string(u.scheme()));
+  if (scheme != "http" && scheme != "https") {
+    return "is not an http or https origin: browsers send those from web pages";
+  }
+  if (!u.has_authority() || u.encoded_host().empty()) return "names no host";
+  if (u.has_userinfo()) return "has a user name: an origin is scheme://host[:port]";
+  if (u.encoded_host().find('%') != std::string_view::npos) {
+    return "has a percent-encoded host: write it as the browser sends it";
+  }
+  std::string canonical =
+      absl::StrCat(scheme, "://", absl::AsciiStrToLower(std::string(u.encoded_host())));
+  if (u.has_port() && !u.port().empty()) {
+    // Not port_number(): Boost 1.81's wraps a port above 65535.
+    std::string_view digits = u.port();
+    uint32_t port = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc() || end != digits.data() + digits.size() || port == 0 || port > 65535)
+      return "has no valid port (1-65535)";
+    if (port != (scheme == "https" ? 443 : 80)) absl::StrAppend(&canonical, ":", port);
+  }
+  if (!u.encoded_path().empty() || u.has_query() || u.has_fragment()) {
+    return absl::StrCat("has a path, query or fragment; browsers send the origin alone: '",
+                        canonical, "'");
+  }
+  if (canonical != text) {
+    return absl::StrCat("is not spelled as browsers send it: write '", canonical, "'");
+  }
+  return {};
+}
+
+// An HTTP field name (RFC 9110 5.1: a token), or "*".
+bool IsFieldName(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    bool tchar = absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                 std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    if (!tchar) return false;
+  }
+  return true;
+}
+
+// cors_allowed_origins, cors_allowed_headers, cors_max_age_s of a listener.
+void ReadCors(TableReader& t, ReadContext& ctx, Cors& cors) {
+  if (auto origins = t.StringArray("cors_allowed_origins")) {
+    for (const auto& o : *origins) {
+      const std::string where =
+          absl::StrCat("origin ", Quoted(o.value), " in ", t.Describe("cors_allowed_origins"));
+      if (o.value == "*") {
+        if (origins->size() > 1) {
+          ctx.diag.Error(o.pos, absl::StrCat(where, ": '*' allows every origin, list it alone"));
+        }
+        cors.any_origin = true;
+        continue;
+      }
+      if (std::string error = OriginError(o.value); !error.empty()) {
+        ctx.diag.Error(o.pos, absl::StrCat(where, " ", error));
+        continue;
+      }
+      if (std::find(cors.allowed_origins.begin(), cors.allowed_origins.end(), o.value) !=
+          cors.allowed_origins.end()) {
+        ctx.diag.Error(o.pos, absl::StrCat(where, " is listed twice"));
+        continue;
+      }
+      cors.allowed_origins.push_back(o.value);
+    }
+    // An error leaves CORS off rather than half configured.
+    if (cors.any_origin && origins->size() > 1) {
+      cors.any_origin = false;
+      cors.allowed_origins.clear();
+    }
+  }
+  cors.allowed_headers = kDefaultCorsAllowedHeaders;
+  if (auto headers = t.StringArray("cors_allowed_headers")) {
+    std::vector<std::string> names;
+    for (const auto& h : *headers) {
+      if (!IsFieldName(h.value)) {
+        ctx.diag.Error(h.pos,
+                       absl::StrCat("entry ", Quoted(h.value), " of ",
+                                    t.Describe("cors_allowed_headers"), " is not a header name"));
+        continue;
+      }
+      names.push_back(absl::AsciiStrToLower(h.value));
+    }
+    cors.allowed_headers = absl::StrJoin(names, ", ");
+  }
+  // Browsers cap it themselves (Chromium at 7200 s, Firefox at 86400 s).
+  t.SetInt("cors_max_age_s", cors.max_age_s, 0, 86400);
+}
 
 void ReadListener(TableReader& t, ReadContext& ctx, Draft& d) {
   Listener l;
@@ -34,6 +165,7 @@ void ReadListener(TableReader& t, ReadContext& ctx, Draft& d) {
     if (cert_path && key_path) l.tls = TlsFiles{*cert_path, *key_path, cert->pos, key->pos};
   }
   t.Set("proxy_protocol", l.proxy_protocol);
+  ReadCors(t, ctx, l.cors);
   t.ReportUnknownKeys();
 
   // Two listeners on one address would fail at bind time, long after --check

@@ -53,12 +53,25 @@ struct TlsFiles {
   SourcePos key_at;
 };
 
+/// CORS for browser clients on one listener (off when no origin is allowed).
+/// The gateway answers preflights itself and adds Access-Control-* to every
+/// response for an allowed origin; a backend's own Access-Control-* fields
+/// never reach the client.
+struct Cors {
+  bool any_origin = false;                   // cors_allowed_origins = ["*"]
+  std::vector<std::string> allowed_origins;  // serialised as a browser sends them
+  std::string allowed_headers;               // Access-Control-Allow-Headers, ", "-joined
+  uint32_t max_age_s = 600;                  // Access-Control-Max-Age
+  bool enabled() const { return any_origin || !allowed_origins.empty(); }
+};
+
 struct Listener {
   std::string address;  // as written, "host:port" or "[v6]:port"
   std::string host;     // numeric address, e.g. "0.0.0.0", "::"
   uint16_t port = 0;    // 0 = pick one (tests); all workers share it
   std::optional<TlsFiles> tls;
   bool proxy_protocol = false;
+  Cors cors;
 };
 
 struct Admin {

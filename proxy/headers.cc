@@ -135,6 +135,10 @@ void PrepareClientResponseHeaders(const Fields& upstream, Out& out, const Respon
     if (f.name() == http::field::content_length) continue;
     if (IsHopByHop(name, connection) || IsGatewayHeader(name)) continue;
     if (beast::iequals(name, "x-request-id")) continue;
+    // The listener's CORS policy is the gateway's (proxy/cors.h): a
+    // backend's own (vLLM allows every origin by default) never reaches a
+    // browser.
+    if (name.size() > 15 && beast::iequals(name.substr(0, 15), "access-control-")) continue;
     out.insert(name, f.value());
   }
   if (!tags.edge.empty()) out.set("x-geogate-edge", tags.edge);

@@ -91,8 +91,9 @@ struct ResponseTags {
 };
 
 /// Copies a backend's response headers for the client, minus hop-by-hop
-/// fields and the framing (Content-Length/Transfer-Encoding, which the
-/// gateway sets), plus x-geogate-edge/-region/-backend and x-request-id.
+/// fields, the framing (Content-Length/Transfer-Encoding, which the
+/// gateway sets) and the backend's Access-Control-* fields (CORS is the
+/// listener's, proxy/cors.h), plus x-geogate-edge/-region/-backend and x-request-id.
 template <class Out>
 void PrepareClientResponseHeaders(const Fields& upstream, Out& out, const ResponseTags& tags);
 

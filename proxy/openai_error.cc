@@ -16,6 +16,8 @@ ErrorSpec SpecOf(ErrorKind kind) {
       return {400, "invalid_request_error", "bad_residency_header"};
     case ErrorKind::kInvalidApiKey:
       return {401, "authentication_error", "invalid_api_key"};
+    case ErrorKind::kOriginNotAllowed:
+      return {403, "permission_error", "origin_not_allowed"};
     case ErrorKind::kNotFound:
       return {404, "invalid_request_error", "not_found"};
     case ErrorKind::kModelNotFound:

@@ -14,6 +14,7 @@ enum class ErrorKind : uint8_t {
   kMissingModel,        // 400 missing_model
   kBadResidencyHeader,  // 400 bad_residency_header
   kInvalidApiKey,       // 401 invalid_api_key
+  kOriginNotAllowed,    // 403 origin_not_allowed (a CORS preflight from an unlisted origin)
   kNotFound,            // 404 not_found
   kModelNotFound,       // 404 model_not_found
   kHeaderTimeout,       // 408 header_timeout

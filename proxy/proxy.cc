@@ -24,6 +24,7 @@
 #include "health/health_service.h"
 #include "health/retry_budget.h"
 #include "proxy/client_writer.h"
+#include "proxy/cors.h"
 #include "proxy/headers.h"
 #include "proxy/proxy_error.h"
 #include "proxy/relay_parse.h"
@@ -303,6 +304,8 @@ void ProxyCall::AddClientHeaders(const Fields& upstream, const config::Backend& 
       ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name, ctx_.request_id,
       ctx_.cfg.gateway.residency_header ? ctx_.residency.RuleLabel(ctx_.cfg) : std::string_view()};
   PrepareClientResponseHeaders(upstream, head, tags);
+  AddCorsResponseFields(head, ctx_.rt.cors(ctx_.session.listener_index()),
+                        ctx_.req[http::field::origin]);
 }
 
 void ProxyCall::ReportFailure(size_t backend, FailureReason reason) {

@@ -27,6 +27,9 @@ struct Runtime {
   /// Server TLS context per running listener (index of the listener set the
   /// process started with); null for plain listeners.
   std::vector<SslContextPtr> listener_tls;
+  /// CORS policy per running listener (same index), pointing into `config`;
+  /// null where CORS is off.
+  std::vector<const config::Cors*> listener_cors;
   /// Client TLS context per backend (null for http:// backends).
   std::vector<SslContextPtr> backend_tls;
   /// tenants[i] is the rate/concurrency state of config->tenants[i].
@@ -34,6 +37,11 @@ struct Runtime {
   /// budgets[i] is the monthly spend of config->tenants[i].
   std::vector<BudgetStatePtr> budgets;
   uint64_t generation = 0;
+
+  /// The CORS policy of running listener `index`, null when it has none.
+  const config::Cors* cors(size_t index) const {
+    return index < listener_cors.size() ? listener_cors[index] : nullptr;
+  }
 };
 
 }  // namespace geogate::gateway

@@ -11,6 +11,7 @@
 #include <boost/beast/http/write.hpp>
 
 #include "proxy/connection_limits.h"
+#include "proxy/cors.h"
 #include "proxy/headers.h"
 #include "proxy/request_handler.h"
 #include "routing/proxy_protocol.h"
@@ -265,6 +266,10 @@ net::awaitable<bool> Session::SendError(const Request* req, ErrorKind kind,
   if (!request_id.empty()) res.set("x-request-id", request_id);
   res.set("x-geogate-edge", (*worker_.runtime())->config->gateway.edge);
   if (retry_after_s >= 0) res.set(http::field::retry_after, std::to_string(retry_after_s));
+  if (req != nullptr) {
+    const config::Cors* cors = (*worker_.runtime())->cors(spec_.index);
+    if (cors != nullptr) AddCorsResponseFields(res, cors, (*req)[http::field::origin]);
+  }
   res.body() = ErrorBody(kind, message);
   // Errors about the request's framing leave the connection in an unknown
   // state: close it. Policy errors (404, 451, 503...) keep it.

@@ -71,6 +71,9 @@ class Session : public IdleHook {
   const routing::IpAddr& peer() const { return peer_; }
   const std::optional<routing::IpAddr>& proxy_source() const { return proxy_source_; }
   bool tls() const { return spec_.tls; }
+  /// The listener that accepted this connection, in the set the process
+  /// started with (Runtime::listener_tls, listener_cors).
+  size_t listener_index() const { return spec_.index; }
 
   /// Writes a complete response with a string body. Adds Connection: close
   /// when `keep_alive` is false. @return false when the write failed.
@@ -78,8 +81,9 @@ class Session : public IdleHook {
   ///        Content-Length the body would have.
   net::awaitable<bool> Send(http::response<http::string_body>& res, bool keep_alive,
                             bool head = false);
-  /// An OpenAI-shaped error response. @return whether the connection may
-  /// be kept open.
+  /// An OpenAI-shaped error response, with the listener's CORS fields for
+  /// the request's Origin (a browser may read why it was refused).
+  /// @return whether the connection may be kept open.
   net::awaitable<bool> SendError(const Request* req, ErrorKind kind, std::string_view message,
                                  std::string_view request_id = {}, int retry_after_s = -1);
 

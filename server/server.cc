@@ -220,6 +220,21 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
     rt->listener_tls[i] = *ctx;
   }
 
+  // CORS per running listener, from this snapshot's listener at the same
+  // address (a reload keeps the set of listeners: config/diff.cc; repeated
+  // port-0 listeners pair up in order, as there).
+  const auto& next = snap->gateway.listeners;
+  rt->listener_cors.assign(running.size(), nullptr);
+  std::vector<bool> paired(next.size(), false);
+  for (size_t i = 0; i < running.size(); ++i) {
+    for (size_t j = 0; j < next.size(); ++j) {
+      if (paired[j] || next[j].host != running[i].host || next[j].port != running[i].port) continue;
+      paired[j] = true;
+      if (next[j].cors.enabled()) rt->listener_cors[i] = &next[j].cors;
+      break;
+    }
+  }
+
   // Client TLS contexts for https backends, shared per (CA file, verify).
   absl::flat_hash_map<std::string, SslContextPtr> client_ctx;
   rt->backend_tls.resize(snap->backends.size());

@@ -134,6 +134,22 @@ TEST_CASE("client response headers: framing and hop-by-hop removed, tags added",
   CHECK(no_rule.count("x-geogate-residency-rule") == 0);
 }
 
+TEST_CASE("client response: a backend's Access-Control-* fields are dropped", "[headers][cors]") {
+  Fields up;
+  up.set(http::field::content_type, "application/json");
+  up.set("Access-Control-Allow-Origin", "*");  // vLLM's default
+  up.set("access-control-allow-credentials", "true");
+  up.set("Access-Control-Expose-Headers", "x-secret");
+  up.set("access-control-", "kept: no field name after the prefix");
+  http::fields out;
+  PrepareClientResponseHeaders(up, out, ResponseTags{"fra1", "r", "b", "rid", ""});
+  CHECK(out.count(http::field::access_control_allow_origin) == 0);
+  CHECK(out.count(http::field::access_control_allow_credentials) == 0);
+  CHECK(out.count(http::field::access_control_expose_headers) == 0);
+  CHECK(out["content-type"] == "application/json");
+  CHECK(out.count("access-control-") == 1);
+}
+
 TEST_CASE("headers as text: the same fields as the Beast container, none twice", "[headers]") {
   geogate::config::Backend b;
   b.host = "10.0.1.10";

@@ -20,6 +20,7 @@ TEST_CASE("every error kind maps to DESIGN.md's status, type and code", "[errors
       {ErrorKind::kMissingModel, 400, "invalid_request_error", "missing_model"},
       {ErrorKind::kBadResidencyHeader, 400, "invalid_request_error", "bad_residency_header"},
       {ErrorKind::kInvalidApiKey, 401, "authentication_error", "invalid_api_key"},
+      {ErrorKind::kOriginNotAllowed, 403, "permission_error", "origin_not_allowed"},
       {ErrorKind::kNotFound, 404, "invalid_request_error", "not_found"},
       {ErrorKind::kModelNotFound, 404, "invalid_request_error", "model_not_found"},
       {ErrorKind::kHeaderTimeout, 408, "invalid_request_error", "header_timeout"},
