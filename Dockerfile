@@ -16,8 +16,10 @@
 # --stop-timeout must exceed drain_delay_ms + drain_timeout_ms (32 s with the
 # defaults): `docker stop` sends SIGTERM, geogate drains, and Docker's default
 # of 10 s would SIGKILL streams still in flight. docs/operations.md has the
-# details. CI checks this file statically (tests/deploy/test_dockerfile.py);
-# it does not build the image.
+# details. CI checks this file statically (tests/deploy/test_dockerfile.py)
+# and builds and runs the image with podman (tests/deploy/test_container.py:
+# `podman build --build-context build=DIR` puts an already built
+# DIR/src/build-release/server/geogate in place of the build stage).
 
 ARG DEBIAN_IMAGE=debian:12-slim
 

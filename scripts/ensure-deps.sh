@@ -5,7 +5,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 need=0
 for cmd in cmake ninja g++ pkg-config python3 openssl mmdblookup perl promtool wrk haproxy nginx clang++ run-clang-tidy npm yamllint bird \
-           kubectl; do
+           podman debootstrap kubectl; do
   command -v "$cmd" >/dev/null 2>&1 || need=1
 done
 for f in /usr/include/boost/beast.hpp /usr/include/boost/json.hpp /usr/include/boost/url.hpp \
@@ -14,6 +14,7 @@ for f in /usr/include/boost/beast.hpp /usr/include/boost/json.hpp /usr/include/b
   [[ -e "$f" ]] || need=1
 done
 python3 -c 'import yaml' 2>/dev/null || need=1
+[[ -x /usr/sbin/runc || -x /usr/bin/runc ]] || need=1
 if [[ $need -eq 1 ]]; then
   echo "==> installing Debian packages (scripts/setup-debian.sh)"
   "$here/setup-debian.sh"

@@ -35,6 +35,10 @@ build_pkgs=(
   prometheus yamllint python3-yaml bird2
   # benchmarks: load generator and side-by-side peers
   wrk haproxy nginx-light linux-perf libbenchmark-dev
+  # the container image, built and run without a daemon (tests/deploy/
+  # test_container.py): podman, runc (crun refuses hybrid cgroup layouts),
+  # debootstrap for the debian:12-slim base no registry serves in CI
+  podman runc debootstrap
 )
 
 mode=all

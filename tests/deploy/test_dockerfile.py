@@ -1,5 +1,6 @@
-"""The Dockerfile, checked statically (CI has no container engine, so the
-image is never built there): every Debian package it installs exists in
+"""The Dockerfile, checked statically (test_container.py builds and runs
+the image where podman can run containers; these checks hold everywhere):
+every Debian package it installs exists in
 Debian 12, every COPY source exists and is not excluded by .dockerignore,
 the binary it copies is where the release preset builds it, it runs as a
 non-root user, and HEALTHCHECK, STOPSIGNAL, EXPOSE, VOLUME and ENTRYPOINT
