@@ -12,7 +12,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LIBS = ["common", "observability", "accounting", "proxy", "server",
+LIBS = ["common", "observability", "tracing", "accounting", "proxy", "server",
         "config", "health", "routing", "testing"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([A-Za-z0-9_]+\.h)"', re.M)
 
