@@ -130,6 +130,7 @@ void ReadDocument(const toml::table& root, ReadContext& ctx, Draft& d) {
   ReadRouting(top, d);
   ReadShowback(top, ctx, d);
   ReadCapacity(top, d);
+  ReadTracing(top, d);
   ReadRegions(top, d);
   ReadBackends(top, ctx, d);
   ReadModels(top, d);

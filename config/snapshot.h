@@ -174,6 +174,21 @@ struct Capacity {
   Millis sample_interval{1000};      // how often the server samples backend in-flight counts
 };
 
+/// [tracing]: OpenTelemetry spans over OTLP/HTTP JSON (docs/tracing.md). Off by default.
+struct Tracing {
+  bool enabled = false;
+  std::string collector_url;    // as written; http:// only
+  std::string collector_host;   // registered name or IP literal, IPv6 without brackets
+  uint16_t collector_port = 0;  // explicit, else 80
+  std::string collector_path;   // the URL's path, "/v1/traces" when it has none
+  double sampling_ratio = 1.0;  // 0..1 for traces the gateway starts; parent-based otherwise
+  std::string service_name = "geogate";
+  uint32_t batch_size = 512;    // spans per export request (1..10000)
+  Millis batch_interval{1000};  // the longest a finished span waits for its batch
+  uint32_t queue_limit = 8192;  // spans waiting for export; beyond it new spans are dropped
+  Millis export_timeout{2000};  // one export request, connect to response
+};
+
 struct Region {
   std::string name;
   std::string jurisdiction;
@@ -255,6 +270,7 @@ struct Snapshot {
   Routing routing;
   Showback showback;
   Capacity capacity;
+  Tracing tracing;
   std::vector<Region> regions;
   std::vector<Backend> backends;
   std::vector<Model> models;  // one entry per canonical model (declared or implied by a backend)
