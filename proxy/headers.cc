@@ -95,6 +95,9 @@ void PrepareUpstreamHeaders(const Fields& in, Out& out, const ForwardInfo& fwd) 
     }
     if (IsHopByHop(name, connection) || IsGatewayHeader(name)) continue;
     if (beast::iequals(name, "x-forwarded-proto") || beast::iequals(name, "x-request-id")) continue;
+    if (fwd.replace_trace_context &&
+        (beast::iequals(name, "traceparent") || beast::iequals(name, "tracestate")))
+      continue;
     out.insert(name, f.value());
   }
   if (!fwd.peer_ip.empty()) {

@@ -67,6 +67,9 @@ struct ForwardInfo {
   std::string_view peer_ip;     // appended to X-Forwarded-For
   bool client_tls = false;      // X-Forwarded-Proto https/http
   std::string_view request_id;  // x-request-id sent upstream
+  // The gateway traces the request: the client's traceparent/tracestate
+  // are replaced by the gateway's own (trace_hooks.h), never forwarded.
+  bool replace_trace_context = false;
 };
 
 /// Fills `out` with the client's end-to-end request headers for a backend:

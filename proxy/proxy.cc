@@ -30,6 +30,7 @@
 #include "proxy/relay_parse.h"
 #include "proxy/response_head.h"
 #include "proxy/sse_observer.h"
+#include "proxy/trace_hooks.h"
 #include "proxy/watchdog.h"
 #include "routing/decide.h"
 #include "routing/live_health_view.h"
@@ -318,7 +319,8 @@ void ProxyCall::ReportFailure(size_t backend, FailureReason reason) {
 // candidate is at capacity. @return false when the request was answered.
 net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
   routing::RequestFacts facts{ctx_.model, ctx_.tenant_config()};
-  auto queue_deadline = Now() + ctx_.cfg.routing.queue_timeout;
+  const auto select_start = Now();
+  auto queue_deadline = select_start + ctx_.cfg.routing.queue_timeout;
   for (;;) {
     auto now = Now();
     routing::LiveHealthView view(ctx_.rt.backends, health::ToNanos(now));
@@ -340,6 +342,7 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
   reason.clear();
   d.AppendReason(ctx_.cfg, reason);
   ctx_.route_reason.assign(reason);
+  if (ctx_.trace) TraceRouting(ctx_, d, select_start, Now());
   switch (d.outcome) {
     case routing::Outcome::kRoute:
       co_return true;
@@ -373,6 +376,7 @@ void ProxyCall::BuildUpstreamRequest() {
   fwd.peer_ip = peer;
   fwd.client_tls = ctx_.session.tls();
   fwd.request_id = ctx_.request_id;
+  fwd.replace_trace_context = ctx_.trace != nullptr;
   up_fields_.reserve(kPooledStringMax / 2);  // a 256-byte block; grows into a 512-byte one
   HeaderText fields(up_fields_);
   PrepareUpstreamHeaders(ctx_.req.base(), fields, fwd);
@@ -399,6 +403,7 @@ void ProxyCall::BuildAttemptHead(const config::Backend& b) {
   up_head_.append(b.base_path).append(original_target_).append(" HTTP/1.1\r\n");
   HeaderText fields(up_head_);
   SetBackendHeaders(fields, b);
+  if (ctx_.trace) SetUpstreamTraceHeaders(*ctx_.trace, fields);
   up_head_ += up_fields_;
   http::verb m = ctx_.req.method();
   if (!up_body_.empty() || m == http::verb::post || m == http::verb::put ||
@@ -441,7 +446,11 @@ net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
     // The first attempt may use all of first_token_timeout_ms (a long
     // prompt's prefill is legitimate); retries start only before the retry
     // deadline and are cut at it.
+    if (ctx_.trace) BeginAttemptTrace(ctx_, Now());
     last = co_await Attempt(backend, i == 0 ? Clock::time_point::max() : deadline);
+    if (ctx_.trace)
+      EndAttemptTrace(ctx_, backend, i, last.committed, last.failure, last.detail,
+                      last.upstream_status, Now());
     if (last.committed) co_return last.keep_alive;
     BOOST_ASSERT(last.error);        // an attempt that did not commit says why
     if (!last.error->retryable()) {  // the client left

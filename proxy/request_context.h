@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "routing/geo_resolver.h"
 #include "routing/ip_addr.h"
 #include "routing/residency.h"
+#include "tracing/request_trace.h"
 
 namespace geogate::gateway {
 
@@ -36,6 +38,7 @@ struct RequestContext {
   PooledString request_id;  // 32 characters, or the client's (up to 128)
   std::string_view path;    // normalised path without the query (as sent if refused)
   uint64_t bytes_in = 0;    // request body size (the body itself moves upstream)
+  std::unique_ptr<tracing::RequestTrace> trace;  // null unless [tracing] is on (trace_hooks.h)
 
   // ---- who ------------------------------------------------------------------
   routing::IpAddr client_ip;

@@ -15,6 +15,7 @@
 #include "proxy/proxy.h"
 #include "proxy/request_context.h"
 #include "proxy/request_target.h"
+#include "proxy/trace_hooks.h"
 #include "routing/client_ip.h"
 #include "routing/residency.h"
 
@@ -367,6 +368,7 @@ void Log(RequestContext& ctx) {
                   ctx.model == kNoIndex ? "none" : ctx.model_name(),
                   tenant ? std::string_view(tenant->name) : "none", StatusLabel(ctx.status)});
   if (b) m.duration.Observe({backend}, duration_s);
+  if (ctx.trace) EndRequestTrace(ctx, end);
 
   AccessLogBuffer& log = ctx.worker.access_log();
   if (!log.enabled()) return;
@@ -425,6 +427,7 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
     ctx.request_id.assign(id.data(), id.size());
   }
   ctx.bytes_in = req.body().size();
+  if (ctx.rt.tracer) StartRequestTrace(ctx);
   ctx.worker.shared().active_requests.fetch_add(1, std::memory_order_relaxed);
 
   bool keep = false;

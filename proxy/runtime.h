@@ -15,6 +15,7 @@
 #include "proxy/tenant_limits.h"
 #include "proxy/tls.h"
 #include "routing/geo_resolver.h"
+#include "tracing/tracer.h"
 
 namespace geogate::gateway {
 
@@ -36,6 +37,8 @@ struct Runtime {
   std::vector<TenantStatePtr> tenants;
   /// budgets[i] is the monthly spend of config->tenants[i].
   std::vector<BudgetStatePtr> budgets;
+  /// [tracing]'s sampler and span queue; null when tracing is off.
+  tracing::TracerConstPtr tracer;
   uint64_t generation = 0;
 
   /// The CORS policy of running listener `index`, null when it has none.

@@ -256,6 +256,15 @@ std::string FormatMetrics(const MetricsInputs& in) {
            "Access-log batches dropped because the writer fell behind.");
   w.Sample("geogate_access_log_dropped_batches_total", {},
            static_cast<double>(in.access_log_dropped));
+  w.Family("geogate_trace_spans_exported_total", "counter",
+           "Spans the OTLP collector accepted (docs/tracing.md).");
+  w.Sample("geogate_trace_spans_exported_total", {}, static_cast<double>(in.trace_spans_exported));
+  w.Family("geogate_trace_spans_dropped_total", "counter",
+           "Spans dropped instead of exported: the queue was full, or the export request failed.");
+  w.Sample("geogate_trace_spans_dropped_total", {{"reason", "queue_full"}},
+           static_cast<double>(in.trace_spans_dropped_queue_full));
+  w.Sample("geogate_trace_spans_dropped_total", {{"reason", "export_failed"}},
+           static_cast<double>(in.trace_spans_dropped_export_failed));
 
   if (in.listeners != nullptr) {
     w.Family("geogate_tls_certificate_expiry_timestamp_seconds", "gauge",

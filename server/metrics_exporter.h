@@ -28,6 +28,10 @@ struct MetricsInputs {
   bool draining = false;
   bool ready = false;
   uint64_t access_log_dropped = 0;
+  // Tracing (zero while [tracing] was never enabled).
+  uint64_t trace_spans_exported = 0;
+  uint64_t trace_spans_dropped_queue_full = 0;
+  uint64_t trace_spans_dropped_export_failed = 0;
   const std::vector<std::string>* listener_addresses = nullptr;
   const std::vector<config::Listener>* listeners = nullptr;
 };

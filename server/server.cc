@@ -40,6 +40,7 @@
 #include "server/heap_trim.h"
 #include "server/metrics_exporter.h"
 #include "server/named_files.h"
+#include "tracing/tracer.h"
 
 namespace geogate::gateway {
 
@@ -50,6 +51,10 @@ namespace {
 
 using ReusePort = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 constexpr auto kDrainTick = std::chrono::milliseconds(50);
+
+tracing::BatchOptions BatchOptionsOf(const config::Tracing& t) {
+  return tracing::BatchOptions{t.batch_size, t.batch_interval, t.queue_limit};
+}
 
 int64_t UnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -254,6 +259,10 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
   rt->backends = health_table_.Bind(*snap);
   rt->tenants = tenant_limits_.Bind(*snap);
   rt->budgets = budgets_.Bind(*snap);
+  if (snap->tracing.enabled) {
+    if (!spans_) spans_ = std::make_shared<tracing::SpanBatcher>(BatchOptionsOf(snap->tracing));
+    rt->tracer = std::make_shared<tracing::Tracer>(snap->tracing.sampling_ratio, spans_);
+  }
   rt->generation = ++generation_;
   return RuntimeConstPtr(std::move(rt));
 }
@@ -284,7 +293,29 @@ absl::Status Server::StartListeners() {
   return absl::OkStatus();
 }
 
+// A reload applies [tracing] whole: the sampling ratio with the runtime,
+// the collector, batching and queue limit here. Turning it off leaves the
+// exporter running to send what is still queued.
+void Server::ApplyTracing(const config::Snapshot& snap) {
+  const config::Tracing& t = snap.tracing;
+  if (!t.enabled || !spans_) return;
+  spans_->Configure(BatchOptionsOf(t));
+  tracing::ExportOptions o;
+  o.host = t.collector_host;
+  o.port = t.collector_port;
+  o.path = t.collector_path;
+  o.timeout = t.export_timeout;
+  o.poll = std::min<std::chrono::milliseconds>(t.batch_interval, std::chrono::milliseconds(50));
+  o.resource.service_name = t.service_name;
+  o.resource.service_version = GEOGATE_VERSION;
+  o.resource.service_instance = snap.gateway.edge;
+  if (!span_exporter_) span_exporter_ = std::make_unique<tracing::OtlpExporter>(main_ioc_, spans_);
+  span_exporter_->Configure(std::move(o));
+  span_exporter_->Start();
+}
+
 void Server::Publish(RuntimeConstPtr rt) {
+  ApplyTracing(*rt->config);
   current_ = rt;
   // Before the workers hear of it and before "applied" is logged: every
   // request whose head completes from here on is decided under `rt`.
@@ -371,6 +402,7 @@ int Server::Run() {
 
   health_->Start();
   health_->Update(current_->config, current_->backends);
+  ApplyTracing(*current_->config);
   shared_.runtime.Publish(current_);
   for (auto& w : workers_)
     w->Start(current_);
@@ -542,6 +574,7 @@ void Server::Finish() {
   tick_timer_.cancel();
   if (health_) health_->Stop();
   if (access_log_) access_log_->Close();
+  if (span_exporter_) span_exporter_->Stop();
   boost::system::error_code ec;
   signals_.cancel(ec);
   drain_timer_.cancel();
@@ -642,6 +675,11 @@ net::awaitable<std::string> Server::MetricsText() {
   in.draining = shared_.draining.load();
   in.ready = Ready();
   in.access_log_dropped = access_log_ ? access_log_->dropped_batches() : 0;
+  if (spans_) {
+    in.trace_spans_exported = spans_->exported();
+    in.trace_spans_dropped_queue_full = spans_->dropped_queue_full();
+    in.trace_spans_dropped_export_failed = spans_->dropped_export_failed();
+  }
   in.listener_addresses = &listener_addresses_;
   in.listeners = &started_with_->gateway.listeners;
   std::string text = FormatMetrics(in);

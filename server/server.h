@@ -31,6 +31,8 @@
 #include "proxy/tenant_limits.h"
 #include "proxy/worker.h"
 #include "server/heap_trim.h"
+#include "tracing/otlp_exporter.h"
+#include "tracing/span_batcher.h"
 
 namespace geogate::gateway {
 
@@ -75,6 +77,8 @@ class Server {
   absl::Status ClaimListenAddresses();
   absl::Status StartListeners();
   void Publish(RuntimeConstPtr rt);
+  /// Points the span exporter at the published [tracing] (main thread).
+  void ApplyTracing(const config::Snapshot& snap);
   void OnSignal(int signo);
   void ArmSignals();
   void DrainTick();
@@ -101,6 +105,10 @@ class Server {
   UtilizationTracker utilization_;
   net::steady_timer tick_timer_{main_ioc_};
   std::unique_ptr<AccessLog> access_log_;
+  // [tracing]: the queue from the workers (kept across reloads, made when
+  // tracing is first enabled) and the exporter on main_ioc_.
+  std::shared_ptr<tracing::SpanBatcher> spans_;
+  std::unique_ptr<tracing::OtlpExporter> span_exporter_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<AdminServer> admin_;
   RuntimeConstPtr current_;
