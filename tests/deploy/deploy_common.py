@@ -141,6 +141,8 @@ EXPORTED = {
     "geogate_client_disconnects_total": ("counter", set()),
     "geogate_bytes_total": ("counter", {"direction"}),
     "geogate_access_log_dropped_batches_total": ("counter", set()),
+    "geogate_trace_spans_exported_total": ("counter", set()),
+    "geogate_trace_spans_dropped_total": ("counter", {"reason"}),
     "geogate_tls_certificate_expiry_timestamp_seconds": ("gauge", {"listener"}),
     "geogate_geo_database_build_timestamp_seconds": ("gauge", set()),
     "geogate_geo_database_info": ("gauge", {"type", "path"}),

@@ -67,6 +67,7 @@ class GatewayConfig:
         self.models: list[dict] = []
         self.residency: list[dict] = [{"name": "anywhere", "allow_regions": []}]
         self.tenants: list[dict] = []
+        self.tracing: dict = {}
 
     def region(self, name: str, jurisdiction: str = "EU", lat: float = 50.0,
                lon: float = 8.0) -> "GatewayConfig":
@@ -95,7 +96,8 @@ class GatewayConfig:
         out.append(_table("[gateway.admin]", self.admin))
         for header, values in (("[gateway.limits]", self.limits),
                                ("[gateway.upstream]", self.upstream), ("[health]", self.health),
-                               ("[routing]", self.routing), ("[geo]", self.geo)):
+                               ("[routing]", self.routing), ("[geo]", self.geo),
+                               ("[tracing]", self.tracing)):
             if values:
                 out.append(_table(header, values))
         for header, items in (("[[regions]]", self.regions), ("[[backends]]", self.backends),

@@ -1,0 +1,268 @@
+"""OpenTelemetry tracing end to end (docs/tracing.md): a collector stand-in
+on loopback receives the gateway's OTLP/HTTP JSON export; the spans' parentage
+(request -> routing, request -> attempt), the client's trace kept, the
+backend's traceparent naming the attempt span, the routing span's residency
+attributes, and a collector that is down costing nothing but counted drops."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import threading
+import time
+import unittest
+
+from gateway_harness import Gateway, GatewayConfig
+from harness import GpuSim, InProcessServer, SseStream, chat_body, free_port, post_json, wait_until
+
+MODEL = "llama-3.1-8b"
+CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_PARENT = "00f067aa0ba902b7"
+TRACEPARENT_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+class Collector(InProcessServer):
+    """POST /v1/traces: keeps every span of every export request."""
+
+    def __init__(self, status: int = 200):
+        self.spans: list[dict] = []
+        self.requests = 0
+        self.lock = threading.Lock()
+        self.status = status
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                ok = self.path == "/v1/traces" and \
+                    self.headers.get("Content-Type") == "application/json"
+                with outer.lock:
+                    outer.requests += 1
+                    if ok:
+                        doc = json.loads(body)
+                        for rs in doc["resourceSpans"]:
+                            res = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
+                            for ss in rs["scopeSpans"]:
+                                for span in ss["spans"]:
+                                    span["_resource"] = res
+                                    outer.spans.append(span)
+                self.send_response(outer.status if ok else 400)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        self.serve(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler))
+
+    def trace(self, trace_id: str) -> list[dict]:
+        with self.lock:
+            return [s for s in self.spans if s["traceId"] == trace_id]
+
+
+def attrs(span: dict) -> dict:
+    out = {}
+    for a in span.get("attributes", []):
+        (kind, value), = a["value"].items()
+        out[a["key"]] = int(value) if kind == "intValue" else value
+    return out
+
+
+class TracingTest(unittest.TestCase):
+    def start_sim(self, name, region, **kw) -> GpuSim:
+        kw.setdefault("ttft_ms", 5)
+        kw.setdefault("token_interval_ms", 2)
+        kw.setdefault("tokens", 4)
+        return GpuSim(name=name, region=region, models=[MODEL], record_requests=16, **kw).start(self)
+
+    def config(self, collector_url: str, *sims: GpuSim) -> GatewayConfig:
+        cfg = GatewayConfig()
+        cfg.region("eu-west", jurisdiction="EU").region("us-east", jurisdiction="US")
+        for s in sims:
+            cfg.backend(s, s.region)
+        # Clients the gateway cannot place (no geo database) are EU-only.
+        cfg.residency = [{"name": "eu-only", "allow_jurisdictions": ["EU"]}]
+        cfg.geo = {"unknown": "eu-only"}
+        cfg.tracing = {"enabled": True, "collector_url": collector_url, "batch_size": 64,
+                       "batch_interval_ms": 50, "queue_limit": 64, "export_timeout_ms": 500,
+                       "service_name": "geogate-test"}
+        return cfg
+
+    def start_gateway(self, cfg: GatewayConfig) -> Gateway:
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        return gw
+
+    def test_spans_parentage_and_propagation(self):
+        collector = Collector().start(self)
+        eu = self.start_sim("eu-1", "eu-west")
+        us = self.start_sim("us-1", "us-east")
+        gw = self.start_gateway(self.config(collector.url, eu, us))
+
+        incoming = f"00-{CLIENT_TRACE}-{CLIENT_PARENT}-01"
+        status, headers, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                       headers={"traceparent": incoming, "tracestate": "k=v"})
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["x-geogate-region"], "eu-west")
+
+        self.assertTrue(wait_until(lambda: len(collector.trace(CLIENT_TRACE)) >= 3, timeout=10),
+                        f"spans received: {collector.spans}")
+        spans = collector.trace(CLIENT_TRACE)
+        server = [s for s in spans if s["kind"] == 2]
+        routing = [s for s in spans if s["name"] == "geogate.route"]
+        attempts = [s for s in spans if s["kind"] == 3]
+        self.assertEqual((len(server), len(routing), len(attempts)), (1, 1, 1), spans)
+        server, routing, attempt = server[0], routing[0], attempts[0]
+        # The client's trace is kept; the request span is the child of its span.
+        self.assertEqual(server["parentSpanId"], CLIENT_PARENT)
+        self.assertEqual(routing["parentSpanId"], server["spanId"])
+        self.assertEqual(attempt["parentSpanId"], server["spanId"])
+        self.assertEqual(server["_resource"]["service.name"], {"stringValue": "geogate-test"})
+        self.assertEqual(server["name"], "POST /v1/chat/completions")
+
+        sa = attrs(server)
+        self.assertEqual(sa["http.request.method"], "POST")
+        self.assertEqual(sa["url.path"], "/v1/chat/completions")
+        self.assertEqual(sa["http.response.status_code"], 200)
+        self.assertEqual(sa["geogate.region"], "eu-west")
+
+        ra = attrs(routing)
+        self.assertEqual(ra["geogate.residency.rule"], "eu-only")
+        self.assertEqual(ra["geogate.residency.allowed_regions"], "eu-west")
+        self.assertEqual(ra["geogate.region"], "eu-west")
+        self.assertEqual(ra["geogate.backend"], "eu-1")
+        self.assertEqual(ra["geogate.route.outcome"], "route")
+        self.assertIn("geogate.route.why", ra)
+
+        aa = attrs(attempt)
+        self.assertEqual(aa["geogate.backend"], "eu-1")
+        self.assertEqual(aa["geogate.region"], "eu-west")
+        self.assertEqual(aa["http.response.status_code"], 200)
+        self.assertEqual(aa["server.address"], "127.0.0.1")
+        for s in (server, routing, attempt):
+            self.assertLessEqual(int(server["startTimeUnixNano"]), int(s["startTimeUnixNano"]))
+            self.assertLessEqual(int(s["endTimeUnixNano"]), int(server["endTimeUnixNano"]))
+
+        # The backend got a traceparent of this trace whose parent is the
+        # attempt span, the tracestate, and nothing of the client's own.
+        heads = eu.received()
+        self.assertEqual(len(heads), 1)
+        tp = [v for k, v in heads[0]["headers"] if k.lower() == "traceparent"]
+        ts = [v for k, v in heads[0]["headers"] if k.lower() == "tracestate"]
+        self.assertEqual(len(tp), 1, heads[0]["headers"])
+        m = TRACEPARENT_RE.match(tp[0])
+        self.assertTrue(m, tp[0])
+        self.assertEqual(m.group(1), CLIENT_TRACE)
+        self.assertEqual(m.group(2), attempt["spanId"])
+        self.assertEqual(m.group(3), "01")
+        self.assertEqual(ts, ["k=v"])
+
+    def test_stream_ttft_event_failover_and_new_trace(self):
+        collector = Collector().start(self)
+        bad = self.start_sim("eu-bad", "eu-west")
+        eu = self.start_sim("eu-1", "eu-west")
+        cfg = self.config(collector.url, bad, eu)
+        # eu-bad is preferred (reserved) and answers 500 once the gateway
+        # runs: the first attempt fails, the second serves. It takes ten
+        # failed probes to leave rotation, and outlier detection more than
+        # the two failures the test causes.
+        cfg.backends[0]["tier"] = "reserved"
+        cfg.health = {"interval_ms": 500, "timeout_ms": 200, "unhealthy_threshold": 10,
+                      "outlier_consecutive_failures": 5}
+        cfg.routing = {"latency_slack_ms": 1000}
+        gw = self.start_gateway(cfg)
+        gw.wait_backend("eu-bad")
+        gw.wait_backend("eu-1")
+        bad.control("error500")
+
+        # No traceparent, and an invalid one: each starts a new trace, and
+        # no garbage goes upstream.
+        for extra in ({}, {"traceparent": "00-zz-garbage-01"}):
+            with SseStream(gw.url, "/v1/chat/completions", chat_body(MODEL, stream=True),
+                           headers=extra) as s:
+                self.assertEqual(s.status, 200)
+                list(s.events())
+        self.assertTrue(wait_until(lambda: sum(1 for s in collector.spans if s["kind"] == 2) >= 2,
+                                   timeout=10))
+        servers = [s for s in collector.spans if s["kind"] == 2]
+        self.assertEqual(len({s["traceId"] for s in servers}), 2)
+        for server in servers:
+            self.assertNotIn("parentSpanId", server)
+            spans = collector.trace(server["traceId"])
+            attempts = sorted((s for s in spans if s["kind"] == 3),
+                              key=lambda s: attrs(s)["geogate.attempt"])
+            self.assertEqual(len(attempts), 2, spans)
+            self.assertEqual(attrs(attempts[0])["geogate.backend"], "eu-bad")
+            self.assertEqual(attrs(attempts[0])["http.response.status_code"], 500)
+            self.assertEqual(attrs(attempts[0])["error.type"], "upstream_5xx")
+            self.assertEqual(attempts[0]["status"]["code"], 2)
+            self.assertNotEqual(attempts[0]["spanId"], attempts[1]["spanId"])
+            served = attempts[-1]
+            self.assertEqual(attrs(served)["geogate.backend"], "eu-1")
+            events = [e["name"] for e in served.get("events", [])]
+            self.assertEqual(events, ["geogate.first_token"])
+        for head in bad.received() + eu.received():
+            tp = [v for k, v in head["headers"] if k.lower() == "traceparent"]
+            self.assertEqual(len(tp), 1)
+            self.assertTrue(TRACEPARENT_RE.match(tp[0]), tp[0])
+            self.assertNotIn("garbage", tp[0])
+
+    def test_collector_down_keeps_serving_and_counts_drops(self):
+        eu = self.start_sim("eu-1", "eu-west")
+        down = f"http://127.0.0.1:{free_port()}"
+        gw = self.start_gateway(self.config(down, eu))
+        for _ in range(40):
+            status, _, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            self.assertEqual(status, 200)
+        # Failed exports drop their batches; with a queue of 64 and 40
+        # requests of 3 spans each, some are dropped at the queue too or
+        # by failed exports, and every one is counted.
+        def dropped():
+            return (gw.metric("geogate_trace_spans_dropped_total", reason="export_failed") +
+                    gw.metric("geogate_trace_spans_dropped_total", reason="queue_full"))
+        self.assertTrue(wait_until(lambda: dropped() >= 120, timeout=10),
+                        f"dropped {dropped()}")
+        self.assertEqual(gw.metric("geogate_trace_spans_exported_total"), 0)
+
+    def test_reload_turns_tracing_on_and_sampling_off(self):
+        collector = Collector().start(self)
+        eu = self.start_sim("eu-1", "eu-west")
+        cfg = self.config(collector.url, eu)
+        cfg.tracing = {}
+        gw = self.start_gateway(cfg)
+        post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        # Off: the client's traceparent goes through untouched, no span is sent.
+        incoming = f"00-{CLIENT_TRACE}-{CLIENT_PARENT}-01"
+        post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
+                  headers={"traceparent": incoming})
+        tp = [v for k, v in eu.received()[-1]["headers"] if k.lower() == "traceparent"]
+        self.assertEqual(tp, [incoming])
+
+        cfg.tracing = {"enabled": True, "collector_url": collector.url, "batch_interval_ms": 50,
+                       "sampling_ratio": 1.0}
+        gw.write_config(cfg)
+        gw.sighup()
+        applied = lambda: len(re.findall(r'"component":"reload".*applied', gw.stderr_text()))
+        wait_until(lambda: applied() >= 1)
+        post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        self.assertTrue(wait_until(lambda: len(collector.spans) >= 3, timeout=10))
+
+        cfg.tracing["sampling_ratio"] = 0.0
+        gw.write_config(cfg)
+        gw.sighup()
+        wait_until(lambda: applied() >= 2)
+        before = len(collector.spans)
+        post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+        # Unsampled, the context still goes upstream (flag 00) and no span is made.
+        tp = [v for k, v in eu.received()[-1]["headers"] if k.lower() == "traceparent"]
+        self.assertEqual(len(tp), 1)
+        self.assertTrue(tp[0].endswith("-00"), tp[0])
+        time.sleep(0.5)  # ten batch intervals: a span would have been exported
+        self.assertEqual(len(collector.spans), before)
+
+
+if __name__ == "__main__":
+    unittest.main()
