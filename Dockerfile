@@ -35,6 +35,7 @@ COPY health health
 COPY routing routing
 COPY common common
 COPY observability observability
+COPY tracing tracing
 COPY accounting accounting
 COPY proxy proxy
 COPY server server
