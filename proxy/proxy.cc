@@ -449,7 +449,9 @@ net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
     if (ctx_.trace) BeginAttemptTrace(ctx_, Now());
     last = co_await Attempt(backend, i == 0 ? Clock::time_point::max() : deadline);
     if (ctx_.trace)
-      EndAttemptTrace(ctx_, backend, i, last.committed, last.failure, last.detail,
+      EndAttemptTrace(ctx_, backend, i, last.committed,
+                      last.error ? last.error->reason : FailureReason::kNone,
+                      last.error ? std::string_view(last.error->detail) : std::string_view(),
                       last.upstream_status, Now());
     if (last.committed) co_return last.keep_alive;
     BOOST_ASSERT(last.error);        // an attempt that did not commit says why

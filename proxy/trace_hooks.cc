@@ -156,8 +156,11 @@ void EndRequestTrace(RequestContext& ctx, health::MonotonicTime end) {
   }
   if (ctx.residency_decided) s.Set("geogate.residency.rule", ctx.residency.RuleLabel(ctx.cfg));
   if (ctx.ttft_ms >= 0) s.Set("geogate.ttft_ms", ctx.ttft_ms);
-  if (ctx.prompt_tokens >= 0) s.Set("geogate.usage.prompt_tokens", ctx.prompt_tokens);
-  if (ctx.completion_tokens >= 0) s.Set("geogate.usage.completion_tokens", ctx.completion_tokens);
+  if (ctx.usage) {
+    // Estimated counts come from SSE events alone: the prompt's is unknown.
+    if (!ctx.usage->estimated) s.Set("geogate.usage.prompt_tokens", ctx.usage->prompt_tokens);
+    s.Set("geogate.usage.completion_tokens", ctx.usage->completion_tokens);
+  }
   // OpenTelemetry's HTTP server convention: 5xx is an error of the server,
   // a 4xx the client's.
   if (ctx.status >= 500 || ctx.outcome == RequestOutcome::kInterrupted) {
