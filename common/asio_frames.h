@@ -25,6 +25,11 @@
 
 #if BOOST_VERSION == 108100
 
+// The A/B of bench/ab builds the gateway once with GEOGATE_AB_NO_ASIO_FRAMES
+// defined (in every translation unit): frames then come from Asio's own
+// recycling cache, as without this header.
+#ifndef GEOGATE_AB_NO_ASIO_FRAMES
+
 #include <cstddef>
 
 #include <boost/asio/detail/thread_info_base.hpp>
@@ -54,6 +59,8 @@ inline void thread_info_base::deallocate<thread_info_base::awaitable_frame_tag>(
 }
 
 }  // namespace boost::asio::detail
+
+#endif  // GEOGATE_AB_NO_ASIO_FRAMES
 
 #else
 

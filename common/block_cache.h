@@ -14,6 +14,10 @@
 // Header-only: every program that runs coroutines allocates their frames
 // here (common/asio_frames.h is included into every translation unit),
 // also those that do not link the gateway library.
+//
+// The A/B of bench/ab builds the gateway once with GEOGATE_AB_NO_BLOCK_CACHE
+// defined (in every translation unit): Allocate and Deallocate are then
+// plain operator new and delete, so everything above goes to malloc.
 #pragma once
 
 #include <array>
@@ -80,6 +84,9 @@ inline thread_local Drain t_drain;
 
 /// At least `bytes`, aligned for any fundamental type.
 inline void* Allocate(std::size_t bytes) {
+#ifdef GEOGATE_AB_NO_BLOCK_CACHE
+  return ::operator new(bytes);
+#endif
   int c = detail::ClassOf(bytes);
   if (c < 0) return ::operator new(bytes);
   detail::Lists& l = detail::t_lists;
@@ -93,6 +100,11 @@ inline void* Allocate(std::size_t bytes) {
 
 /// `bytes` as given to Allocate.
 inline void Deallocate(void* p, std::size_t bytes) noexcept {
+#ifdef GEOGATE_AB_NO_BLOCK_CACHE
+  (void)bytes;
+  ::operator delete(p);
+  return;
+#endif
   int c = detail::ClassOf(bytes);
   if (c < 0) {
     ::operator delete(p);

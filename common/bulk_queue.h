@@ -6,6 +6,10 @@
 // of the worker's ready queue and one poll of its sockets between batches:
 // everything else (accepts, request heads, routing, the first byte of an
 // answer) waits for a batch or two, not for all streams.
+//
+// The A/B of bench/ab builds the gateway once with GEOGATE_AB_NO_BULK_QUEUE:
+// Push then posts `f` to the worker's ready queue, in arrival order with
+// everything else, as without this queue.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +19,7 @@
 
 #include <boost/asio/execution.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 
 #include "common/block_cache.h"
 
@@ -37,6 +42,10 @@ class BulkQueue {
   /// Queues `f` to run after what is ready now; worker thread only.
   template <class F>
   void Push(F&& f) {
+#ifdef GEOGATE_AB_NO_BULK_QUEUE
+    net::post(ioc_, std::forward<F>(f));
+    return;
+#endif
     using Item = ItemOf<std::decay_t<F>>;
     Node* n = new (block_cache::Allocate(sizeof(Item))) Item(std::forward<F>(f));
     if (tail_ != nullptr)

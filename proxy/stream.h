@@ -154,7 +154,13 @@ class Stream {
   /// that completes at once still resumes its coroutine only after a pass
   /// of the worker's ready queue; under load, that pass is what delays a
   /// new request's first token and costs a handler per relayed chunk.
+  /// The A/B of bench/ab builds it once with GEOGATE_AB_NO_TRY_SEND: it
+  /// then sends nothing and every write is asynchronous.
   size_t TrySendNow(std::span<const net::const_buffer> buffers) {
+#ifdef GEOGATE_AB_NO_TRY_SEND
+    (void)buffers;
+    return 0;
+#endif
     if (tls_) return 0;
 #ifdef GEOGATE_TEST_TRANSPORT
     if (test_) return 0;  // the asynchronous write does it all

@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""A/B of the gateway's performance tricks (issue #19): per request, the
+instructions (callgrind), heap allocations (callgrind's call counts of
+malloc) and syscalls (strace -c) of the gateway process alone, for the
+baseline build and one build per trick switched off.
+
+Each trick has its switch in its own file, a compile definition:
+
+  NO_TRY_SEND     proxy/stream.h       no sendmsg fast path before a write
+  NO_ASIO_FRAMES  common/asio_frames.h coroutine frames from Asio's cache
+  NO_BLOCK_CACHE  common/block_cache.h block-cache users go to malloc
+  NO_BULK_QUEUE   common/bulk_queue.h  relays run from the ready queue
+
+Every variant is a Release build of `geogate` in build-ab/<variant>
+(ccache, if CMAKE_CXX_COMPILER_LAUNCHER says so). The workload is fixed:
+`--posts` non-streaming chat completions and `--streams` 64-token SSE
+streams, each spread over `--conns` keep-alive connections that each send
+their next request when the last answer is in, against gpusim with no
+delays, one worker. Counting instructions and syscalls, not time, makes the
+figures independent of how loaded the machine is; the upstream's speed
+does not enter them (only the gateway process is counted). Both phases
+follow a warm-up, so start-up and first-touch costs are left out.
+
+  bench/ab/run.py                  # build what is missing, measure all
+  bench/ab/run.py --variants base,NO_TRY_SEND --tools callgrind
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VARIANTS = ("base", "NO_TRY_SEND", "NO_ASIO_FRAMES", "NO_BLOCK_CACHE", "NO_BULK_QUEUE")
+SSE_TOKENS = 64
+
+CONFIG = """
+[gateway]
+edge = "ab"
+workers = 1
+access_log = "access.log"
+
+[[gateway.listeners]]
+address = "127.0.0.1:{port}"
+
+[gateway.admin]
+address = "127.0.0.1:{admin}"
+
+[gateway.upstream]
+drain_delay_ms = 0
+
+# Probes run on their own clock: rare, so that a slower variant does not
+# pay for more of them.
+[health]
+interval_ms = 2000
+changing_interval_ms = 20
+healthy_threshold = 1
+
+[geo]
+unknown = "anywhere"
+
+[[regions]]
+name = "r"
+jurisdiction = "LOCAL"
+location = {{ lat = 50.11, lon = 8.68 }}
+
+[[backends]]
+name = "fast"
+region = "r"
+url = "http://127.0.0.1:{up_fast}"
+models = ["fast"]
+gpu = "L4"
+capacity = 1000000
+
+[[backends]]
+name = "sse"
+region = "r"
+url = "http://127.0.0.1:{up_sse}"
+models = ["sse"]
+gpu = "L4"
+capacity = 1000000
+
+[[residency]]
+name = "anywhere"
+allow_regions = ["r"]
+"""
+
+
+def build_dir(variant: str) -> str:
+    return os.path.join(ROOT, "build-ab", variant.lower().replace("_", "-"))
+
+
+def build(variant: str) -> None:
+    d = build_dir(variant)
+    flags = [] if variant == "base" else [f"-DCMAKE_CXX_FLAGS=-DGEOGATE_AB_{variant}"]
+    if not os.path.exists(os.path.join(d, "build.ninja")):
+        subprocess.run(["cmake", "-S", ROOT, "-B", d, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                        "-DGEOGATE_TESTS=OFF", *flags], check=True, stdout=subprocess.DEVNULL)
+    targets = ["geogate"] + (["geogate-gpusim"] if variant == "base" else [])
+    subprocess.run(["cmake", "--build", d, "-j2", "--target", *targets], check=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process {proc.args[0]} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Until both backends answer through the gateway (after their first probe)."""
+    end = time.time() + timeout
+    while True:
+        try:
+            drive(port, "fast", False, 1, 1)
+            drive(port, "sse", True, 1, 1)
+            return
+        except (RuntimeError, OSError):
+            if time.time() > end or proc.poll() is not None:
+                raise
+            time.sleep(0.5)
+
+
+# ---------------------------------------------------------------------------
+# the client: `conns` keep-alive connections, requests one after the other
+
+
+def body(model: str, stream: bool) -> bytes:
+    return json.dumps({"model": model, "stream": stream, "max_tokens": 16 if not stream else SSE_TOKENS,
+                       "messages": [{"role": "user", "content": "Count."}]}).encode()
+
+
+async def one_conn(port: int, model: str, stream: bool, count: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    payload = body(model, stream)
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: ab\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n").encode()
+    for _ in range(count):
+        writer.write(head + payload)
+        status = await reader.readline()
+        if b" 200 " not in status:
+            raise RuntimeError(f"unexpected answer: {status!r}")
+        length, chunked = None, False
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            k, _, v = line.decode().partition(":")
+            if k.lower() == "content-length":
+                length = int(v)
+            elif k.lower() == "transfer-encoding" and "chunked" in v:
+                chunked = True
+        data = b""
+        if chunked:
+            while True:
+                size = int((await reader.readline()).split(b";")[0], 16)
+                chunk = await reader.readexactly(size + 2)
+                if size == 0:
+                    break
+                data += chunk[:-2]
+        else:
+            data = await reader.readexactly(length)
+        if stream and data.count(b"data:") < SSE_TOKENS:
+            raise RuntimeError(f"short stream: {data[:200]!r}")
+    writer.close()
+
+
+def drive(port: int, model: str, stream: bool, total: int, conns: int) -> None:
+    async def run():
+        per = [total // conns + (1 if i < total % conns else 0) for i in range(conns)]
+        await asyncio.gather(*(one_conn(port, model, stream, n) for n in per if n))
+    asyncio.run(run())
+
+
+# ---------------------------------------------------------------------------
+# measuring
+
+
+def parse_callgrind(path: str) -> tuple[int, int]:
+    """(instructions, calls of malloc) of one callgrind dump."""
+    names: dict[str, str] = {}
+    total = mallocs = 0
+    cfn = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                total = int(line.split()[1])
+            elif line.startswith("cfn="):
+                m = re.match(r"cfn=\((\d+)\)(?: (.*))?", line.strip())
+                if m:
+                    if m.group(2):
+                        names[m.group(1)] = m.group(2)
+                    cfn = names.get(m.group(1))
+                else:
+                    cfn = line.strip()[4:]
+            elif line.startswith("fn="):
+                m = re.match(r"fn=\((\d+)\)(?: (.*))?", line.strip())
+                if m and m.group(2):
+                    names[m.group(1)] = m.group(2)
+            elif line.startswith("calls=") and cfn in ("malloc", "calloc", "realloc"):
+                mallocs += int(line.split("=")[1].split()[0])
+    return total, mallocs
+
+
+def callgrind_control(*args: str) -> None:
+    subprocess.run(["callgrind_control", *args], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+def strace_attach(pid: int, out: str) -> subprocess.Popen:
+    tids = ",".join(os.listdir(f"/proc/{pid}/task"))
+    p = subprocess.Popen(["strace", "-c", "-f", "-o", out, "-p", tids], stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached to every thread
+    return p
+
+
+def strace_total(path: str) -> int:
+    with open(path) as f:
+        for line in f:
+            if line.rstrip().endswith("total"):
+                return int(line.split()[3])
+    raise RuntimeError(f"no total in {path}")
+
+
+def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
+    port, admin, up_fast, up_sse = (free_port() for _ in range(4))
+    sims = [subprocess.Popen([gpusim, "--listen", f"127.0.0.1:{p}", "--name", name, "--threads", "1",
+                              "--rtt-ms", "0", "--idle-timeout-ms", "600000", "--models", name,
+                              "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", str(tokens)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for p, name, tokens in ((up_fast, "fast", 16), (up_sse, "sse", SSE_TOKENS))]
+    d = tempfile.mkdtemp(dir=work, prefix=f"{variant}-{tool}-")
+    conf = os.path.join(d, "geogate.toml")
+    with open(conf, "w") as f:
+        f.write(CONFIG.format(port=port, admin=admin, up_fast=up_fast, up_sse=up_sse))
+    gw = [os.path.join(build_dir(variant), "server", "geogate"), "--config", conf]
+    if tool == "callgrind":
+        gw = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
+              "--dump-instr=no", "--compress-strings=yes", *gw]
+    log = open(os.path.join(d, "gateway.log"), "w")
+    proc = subprocess.Popen(gw, cwd=d, stdout=log, stderr=log)
+    rows = {}
+    try:
+        for p in (up_fast, up_sse):
+            wait_port(p, sims[0])
+        wait_port(port, proc)
+        wait_healthy(port, proc)
+        # Warm-up: pools, caches and lazily built state, then counting starts.
+        drive(port, "fast", False, args.conns * 4, args.conns)
+        drive(port, "sse", True, args.conns * 2, args.conns)
+        for phase, model, stream, n in (("post", "fast", False, args.posts),
+                                        ("sse", "sse", True, args.streams)):
+            if tool == "callgrind":
+                callgrind_control("-z", str(proc.pid))
+                drive(port, model, stream, n, args.conns)
+                for f in os.listdir(d):
+                    if f.startswith("cg.out."):
+                        os.remove(os.path.join(d, f))
+                callgrind_control("-d", str(proc.pid))
+                dump = sorted(f for f in os.listdir(d) if f.startswith("cg.out."))[-1]
+                ir, mallocs = parse_callgrind(os.path.join(d, dump))
+                rows[phase] = {"instructions": ir / n, "allocations": mallocs / n}
+            else:
+                out = os.path.join(d, f"strace-{phase}.txt")
+                st = strace_attach(proc.pid, out)
+                drive(port, model, stream, n, args.conns)
+                st.send_signal(signal.SIGINT)
+                st.wait(timeout=30)
+                rows[phase] = {"syscalls": strace_total(out) / n}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        for s in sims:
+            s.terminate()
+            s.wait()
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--tools", default="callgrind,strace")
+    ap.add_argument("--posts", type=int, default=2000)
+    ap.add_argument("--streams", type=int, default=500)
+    ap.add_argument("--conns", type=int, default=64)
+    ap.add_argument("--no-build", action="store_true", help="use the build-ab/ binaries as they are")
+    ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--keep", action="store_true", help="keep the run directories (logs, dumps)")
+    ap.add_argument("--without-base", action="store_true",
+                    help="measure only the named variants (for --json, then --table)")
+    ap.add_argument("--table", help="only print the table of these --json files (comma-separated), "
+                    "measured one variant at a time")
+    args = ap.parse_args()
+    if args.table:
+        results = {}
+        for path in args.table.split(","):
+            with open(path) as f:
+                results.update(json.load(f))
+        print_table([v for v in VARIANTS if v in results], results)
+        return 0
+    variants = args.variants.split(",")
+    if "base" not in variants and not args.without_base:
+        variants.insert(0, "base")
+    if not args.no_build:
+        for v in variants:
+            build(v)
+    gpusim = os.path.join(build_dir("base"), "bench", "gpusim", "geogate-gpusim")
+    work = tempfile.mkdtemp(prefix="geogate-ab-")
+    results = {}
+    for v in variants:
+        results[v] = {"post": {}, "sse": {}}
+        for tool in args.tools.split(","):
+            for phase, figs in measure(v, tool, args, gpusim, work).items():
+                results[v][phase].update(figs)
+            print(f"{v} {tool}: {results[v]}", file=sys.stderr, flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    if "base" in results:
+        print_table(variants, results)
+    if args.keep:
+        print(f"run directories: {work}", file=sys.stderr)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def print_table(variants: list[str], results: dict) -> None:
+    base = results["base"]
+    print(f"| variant | row | instructions/req | Δ | allocations/req | Δ | syscalls/req | Δ |")
+    print(f"|---|---|---|---|---|---|---|---|")
+    for v in variants:
+        for phase in ("post", "sse"):
+            cells = []
+            for k in ("instructions", "allocations", "syscalls"):
+                x, b = results[v][phase].get(k), base[phase].get(k)
+                if x is None:
+                    cells += ["—", ""]
+                    continue
+                delta = "" if v == "base" or not b else f"{(x - b) / b * 100:+.1f} %"
+                cells += [f"{x:,.0f}" if k == "instructions" else f"{x:.2f}", delta]
+            print(f"| {v} | {phase} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
