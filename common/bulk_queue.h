@@ -10,7 +10,24 @@
 // The A/B of bench/ab builds the gateway once with GEOGATE_AB_NO_BULK_QUEUE:
 // Push then posts `f` to the worker's ready queue, in arrival order with
 // everything else, as without this queue.
+//
+// What the batching buys rests on how Asio's scheduler orders its work (a
+// post goes to the back of the ready queue, and the reactor's poll is one
+// entry of that queue, so it runs between two batches), which is not part
+// of Asio's interface. It was read for Boost 1.81 only: any other Boost
+// version is a build error (below), so the queue cannot silently stop
+// paying while it still costs a node and a post per batch.
 #pragma once
+
+#include <boost/version.hpp>
+
+#if BOOST_VERSION != 108100
+// Read boost/asio/detail/impl/scheduler.ipp (do_run_one: the task
+// operation's place in op_queue_, post_immediate_completion) again for the
+// new version, and re-run the TTFT A/B of bench/RESULTS.md, then widen
+// this check.
+#error "common/bulk_queue.h supports only Boost 1.81 (see the comment above this line)"
+#endif
 
 #include <cstddef>
 #include <new>
