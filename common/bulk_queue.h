@@ -60,7 +60,8 @@ class BulkQueue {
   template <class F>
   void Push(F&& f) {
 #ifdef GEOGATE_AB_NO_BULK_QUEUE
-    net::post(ioc_, std::forward<F>(f));
+    // Not net::post: that would follow f's associated executor, this one.
+    net::require(ioc_.get_executor(), net::execution::blocking.never).execute(std::forward<F>(f));
     return;
 #endif
     using Item = ItemOf<std::decay_t<F>>;
