@@ -12,6 +12,7 @@
 #include <boost/beast/core/error.hpp>
 
 #include "absl/strings/string_view.h"
+#include "proxy/watchdog.h"
 
 namespace geogate::gateway {
 
@@ -149,24 +150,27 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
     result.error = "cannot resolve " + backend.host + ": " + ec.message();
     co_return result;
   }
-  beast::tcp_stream tcp_stream(ioc_);
-  tcp_stream.expires_after(timeout);
-  auto [cec, ep] = co_await tcp_stream.async_connect(endpoints, kUseTuple);
+  auto conn = backend.tls ? std::make_unique<UpstreamConn>(Stream(beast::tcp_stream(ioc_), *tls))
+                          : std::make_unique<UpstreamConn>(Stream(beast::tcp_stream(ioc_)));
+  conn->key = backend.state_key();
+  // One deadline covers the connect and the TLS handshake. It is the
+  // Watchdog's, like every later wait on this connection, so it runs on the
+  // worker's timers (simulated time in tests), not on the socket's expiry.
+  Watchdog deadline(timers_, time_);
+  deadline.Guard(&conn->stream, time_.monotonic() + timeout);
+  auto [cec, ep] = co_await conn->stream.lowest().async_connect(endpoints, kUseTuple);
+  if (cec && deadline.expired()) cec = beast::error::timeout;
   if (cec) {
     result.failure = ClassifyConnectError(cec);
     result.error =
         "connect to " + backend.host + ":" + std::to_string(backend.port) + ": " + cec.message();
     co_return result;
   }
-  tcp_stream.socket().set_option(tcp::no_delay(true), ec);
+  conn->stream.lowest().socket().set_option(tcp::no_delay(true), ec);
   if (!backend.tls) {
-    tcp_stream.expires_never();
-    result.conn = std::make_unique<UpstreamConn>(Stream(std::move(tcp_stream)));
-    result.conn->key = backend.state_key();
+    result.conn = std::move(conn);
     co_return result;
   }
-  auto conn = std::make_unique<UpstreamConn>(Stream(std::move(tcp_stream), *tls));
-  conn->key = backend.state_key();
   auto& ssl_stream = conn->stream.tls();
   boost::system::error_code addr_ec;
   net::ip::make_address(backend.host, addr_ec);
@@ -175,13 +179,13 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
   if (backend.tls_verify)
     ssl_stream.set_verify_callback(net::ssl::host_name_verification(backend.host));
   auto [hec] = co_await ssl_stream.async_handshake(net::ssl::stream_base::client, kUseTuple);
+  if (hec && deadline.expired()) hec = beast::error::timeout;
   if (hec) {
     result.failure =
         hec == beast::error::timeout ? FailureReason::kConnectTimeout : FailureReason::kTlsError;
     result.error = "TLS handshake with " + backend.host + ": " + hec.message();
     co_return result;
   }
-  conn->stream.lowest().expires_never();
   result.conn = std::move(conn);
   co_return result;
 }

@@ -29,7 +29,9 @@ health::FailureReason ClassifyConnectError(const boost::system::error_code& ec);
 
 class UpstreamPool final : public UpstreamConnector {
  public:
-  UpstreamPool(net::io_context& ioc, const health::TimeSource& time) : ioc_(ioc), time_(time) {}
+  /// @param timers where connect deadlines come from (the worker's).
+  UpstreamPool(net::io_context& ioc, const health::TimeSource& time, health::TimerFactory& timers)
+      : ioc_(ioc), time_(time), timers_(timers) {}
   ~UpstreamPool() override;
 
   // UpstreamConnector
@@ -40,7 +42,7 @@ class UpstreamPool final : public UpstreamConnector {
   /// A connection with bytes buffered past its last response is closed
   /// instead of kept.
   void Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle) override;
-  /// Sets TCP_NODELAY.
+  /// Sets TCP_NODELAY. The connect and the TLS handshake share one deadline.
   net::awaitable<ConnectResult> Connect(const config::Backend& backend, const SslContextPtr& tls,
                                         health::Millis timeout) override;
 
@@ -55,7 +57,8 @@ class UpstreamPool final : public UpstreamConnector {
   net::awaitable<std::vector<net::ip::tcp::endpoint>> Resolve(const config::Backend& backend,
                                                               boost::system::error_code& ec);
   net::io_context& ioc_;
-  const health::TimeSource& time_;  // the DNS cache's age
+  const health::TimeSource& time_;  // the DNS cache's age, connect deadlines
+  health::TimerFactory& timers_;
   absl::flat_hash_map<std::string, std::vector<UpstreamConnPtr>> idle_;
   std::string key_scratch_;
   struct Resolved {

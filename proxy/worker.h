@@ -133,7 +133,7 @@ class Worker {
   std::thread thread_;
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
   LocalRuntime runtime_;
-  UpstreamPool pool_{*ioc_, time_};
+  UpstreamPool pool_{*ioc_, time_, *timers_};
   UpstreamConnector* upstreams_;  // &pool_ unless the constructor was given another
   BulkQueue bulk_{*ioc_, config::Upstream{}.relay_batch};  // Start sets the configured one
   WorkerMetrics metrics_;

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -239,3 +240,73 @@ class RegionFailoverTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ConnectDeadlineTest(unittest.TestCase):
+    def test_a_backend_that_never_answers_the_handshake_costs_connect_timeout_ms(self):
+        """A backend passes its probe, then its host goes silent: the
+        listener stops accepting with its accept queue full, so the kernel
+        drops every further SYN and a connect neither succeeds nor fails.
+        Only the gateway's own connect deadline ends it."""
+        listener = socket.socket()
+        self.addCleanup(listener.close)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        silent = threading.Event()
+
+        def answer_probes():
+            listener.settimeout(0.1)
+            while not silent.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except socket.timeout:
+                    continue
+                with conn:
+                    conn.settimeout(2)
+                    try:
+                        conn.recv(4096)
+                        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"
+                                     b"Connection: close\r\n\r\n")
+                    except OSError:
+                        pass
+
+        prober = threading.Thread(target=answer_probes, daemon=True)
+        prober.start()
+        cfg = GatewayConfig().region("r1")
+        cfg.backends.append({"name": "b1", "region": "r1", "url": f"http://127.0.0.1:{port}",
+                             "models": [MODEL]})
+        # Up after one probe; silent probes take it out only after ten
+        # seconds: the request path, not a probe, meets the silence.
+        cfg.health = {"interval_ms": 1000, "timeout_ms": 300, "healthy_threshold": 1,
+                      "unhealthy_threshold": 10}
+        cfg.upstream = {"connect_timeout_ms": 300}
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        silent.set()
+        prober.join(timeout=5)
+        for _ in range(4):  # fill the accept queue; later SYNs are dropped
+            filler = socket.socket()
+            self.addCleanup(filler.close)
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+        time.sleep(0.2)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            self.skipTest("this kernel completes connects past a full accept queue")
+        except socket.timeout:
+            pass
+        started = time.monotonic()
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                    headers={"x-request-id": "connect-deadline-1"}, timeout=15)
+        elapsed = time.monotonic() - started
+        self.assertIn(status, (502, 503, 504), body)
+        # Generous: every attempt stops at its 300 ms deadline; without one
+        # the connect waits out the kernel's SYN retries (minutes).
+        self.assertLess(elapsed, 5.0)
+        rec = wait_until(lambda: next((r for r in gw.access_log()
+                                       if r.get("request_id") == "connect-deadline-1"), None), 10)
+        self.assertEqual(rec["upstream_error"], "connect_timeout", rec)
+        self.assertGreaterEqual(gw.metric("geogate_upstream_errors_total", backend="b1",
+                                          reason="connect_timeout"), 1)
