@@ -186,8 +186,10 @@ struct AttemptResult {
   unsigned upstream_status = 0;
 };
 
+// A broken exchange: a malformed response is the backend's protocol error,
+// anything else a reset. A passed deadline never gets here: the Watchdog
+// closed the socket, and ExchangeFailed reads why from it.
 FailureReason ClassifyExchangeError(const boost::system::error_code& ec) {
-  if (ec == beast::error::timeout) return FailureReason::kFirstTokenTimeout;
   if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
       ec != http::error::end_of_stream && ec != http::error::partial_message)
     return FailureReason::kProtocolError;
@@ -296,7 +298,8 @@ net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, i
   ctx_.status = spec.status;
   ctx_.outcome = RequestOutcome::kRejected;
   ctx_.error_code = spec.code;
-  co_return co_await ctx_.session.SendError(&ctx_.req, kind, message, ctx_.request_id, retry_after);
+  co_return co_await ctx_.session.SendError(&ctx_.req, kind, message, ctx_.request_id, retry_after,
+                                            &ctx_.bytes_out);
 }
 
 void ProxyCall::AddClientHeaders(const Fields& upstream, const config::Backend& b,

@@ -6,7 +6,6 @@
 #include <optional>
 
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/http/string_body.hpp>
 
 #include "accounting/budget_tracker.h"
 #include "common/json.h"
@@ -15,6 +14,7 @@
 #include "proxy/proxy.h"
 #include "proxy/request_context.h"
 #include "proxy/request_target.h"
+#include "proxy/response_head.h"
 #include "proxy/trace_hooks.h"
 #include "routing/client_ip.h"
 #include "routing/residency.h"
@@ -39,7 +39,8 @@ net::awaitable<bool> Fail(RequestContext& ctx, ErrorKind kind, std::string_view 
   ctx.status = spec.status;
   ctx.outcome = RequestOutcome::kRejected;
   ctx.error_code = spec.code;
-  co_return co_await ctx.session.SendError(&ctx.req, kind, message, ctx.request_id, retry_after_s);
+  co_return co_await ctx.session.SendError(&ctx.req, kind, message, ctx.request_id, retry_after_s,
+                                           &ctx.bytes_out);
 }
 
 // on_request: which tenant is this? The key is hashed at once and never
@@ -174,18 +175,18 @@ bool ServedInAllowedSet(const RequestContext& ctx, size_t m) {
 // A JSON answer of the gateway's own; no body for HEAD (its Content-Length is
 // still that of the GET answer).
 net::awaitable<bool> SendJson(RequestContext& ctx, std::string body) {
-  http::response<http::string_body> res{http::status::ok, ctx.req.version()};
+  ResponseHead res(200, {}, ctx.req.version());
   res.set(http::field::content_type, "application/json");
   res.set(http::field::server, "geogate");
   res.set("x-request-id", ctx.request_id);
   res.set("x-geogate-edge", ctx.cfg.gateway.edge);
   AddCorsResponseFields(res, ctx.rt.cors(ctx.session.listener_index()),
                         ctx.req[http::field::origin]);
-  res.body() = std::move(body);
   ctx.status = 200;
   bool keep_alive =
       ctx.req.keep_alive() && !ctx.worker.shared().draining.load(std::memory_order_relaxed);
-  bool ok = co_await ctx.session.Send(res, keep_alive, ctx.req.method() == http::verb::head);
+  bool ok = co_await ctx.session.Send(res, body, keep_alive, ctx.req.method() == http::verb::head,
+                                      ctx.bytes_out);
   if (!ok) ctx.outcome = RequestOutcome::kClientClosed;
   co_return ok&& keep_alive;
 }
@@ -209,7 +210,7 @@ net::awaitable<bool> AnswerPreflight(RequestContext& ctx, PreflightVerdict verdi
     co_return co_await Fail(ctx, ErrorKind::kOriginNotAllowed,
                             "this origin is not in the listener's cors_allowed_origins");
   }
-  http::response<http::string_body> res{http::status::no_content, ctx.req.version()};
+  ResponseHead res(204, {}, ctx.req.version());
   res.set(http::field::server, "geogate");
   res.set("x-request-id", ctx.request_id);
   res.set("x-geogate-edge", ctx.cfg.gateway.edge);
@@ -217,7 +218,8 @@ net::awaitable<bool> AnswerPreflight(RequestContext& ctx, PreflightVerdict verdi
   ctx.status = 204;
   bool keep_alive =
       ctx.req.keep_alive() && !ctx.worker.shared().draining.load(std::memory_order_relaxed);
-  bool ok = co_await ctx.session.Send(res, keep_alive);
+  std::string_view no_body;
+  bool ok = co_await ctx.session.Send(res, no_body, keep_alive, false, ctx.bytes_out);
   if (!ok) ctx.outcome = RequestOutcome::kClientClosed;
   co_return ok&& keep_alive;
 }

@@ -1,5 +1,7 @@
 #include "proxy/session.h"
 
+#include <charconv>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -8,8 +10,8 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/write.hpp>
 
+#include "proxy/client_writer.h"
 #include "proxy/connection_limits.h"
 #include "proxy/cors.h"
 #include "proxy/headers.h"
@@ -242,41 +244,46 @@ net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
   co_return true;
 }
 
-net::awaitable<bool> Session::Send(http::response<http::string_body>& res, bool keep_alive,
-                                   bool head) {
-  res.keep_alive(keep_alive);
-  res.prepare_payload();
-  if (head) res.body().clear();  // Content-Length stays the body's
+net::awaitable<bool> Session::Send(ResponseHead& head, std::string_view body, bool keep_alive,
+                                   bool head_only, uint64_t& bytes_out) {
+  head.SetFraming(body.size(), false, keep_alive);
+  if (head_only) body = {};  // Content-Length stays the body's
   const auto& limits = (*worker_.runtime())->config->gateway.limits;
-  Guard(limits.idle_timeout);
-  auto [ec, n] = co_await http::async_write(*stream_, res, kUseTuple);
+  ClientWriter out(*stream_, watchdog_, worker_.time(), limits.idle_timeout, bytes_out,
+                   worker_.metrics().bytes_out);
+  bool ok = out.TryWrite(head.text(), body);
+  if (!ok) ok = co_await out.Flush();
   watchdog_.Disarm();
-  worker_.metrics().bytes_out += n;
-  co_return !ec;
+  co_return ok;
 }
 
 net::awaitable<bool> Session::SendError(const Request* req, ErrorKind kind,
                                         std::string_view message, std::string_view request_id,
-                                        int retry_after_s) {
+                                        int retry_after_s, uint64_t* bytes_out) {
   ErrorSpec spec = SpecOf(kind);
-  http::response<http::string_body> res{static_cast<http::status>(spec.status),
-                                        req ? req->version() : 11};
+  ResponseHead res(spec.status, {}, req ? req->version() : 11);
   res.set(http::field::content_type, "application/json");
   res.set(http::field::server, "geogate");
   if (!request_id.empty()) res.set("x-request-id", request_id);
   res.set("x-geogate-edge", (*worker_.runtime())->config->gateway.edge);
-  if (retry_after_s >= 0) res.set(http::field::retry_after, std::to_string(retry_after_s));
+  char retry_after[16];
+  if (retry_after_s >= 0) {
+    auto [end, ec] = std::to_chars(retry_after, retry_after + sizeof retry_after, retry_after_s);
+    res.set(http::field::retry_after, std::string_view(retry_after, end - retry_after));
+  }
   if (req != nullptr) {
     const config::Cors* cors = (*worker_.runtime())->cors(spec_.index);
     if (cors != nullptr) AddCorsResponseFields(res, cors, (*req)[http::field::origin]);
   }
-  res.body() = ErrorBody(kind, message);
+  std::string body = ErrorBody(kind, message);
   // Errors about the request's framing leave the connection in an unknown
   // state: close it. Policy errors (404, 451, 503...) keep it.
   bool keep = req != nullptr && req->keep_alive() && spec.status != 400 && spec.status != 408 &&
               spec.status != 413 && spec.status != 431 &&
               !worker_.shared().draining.load(std::memory_order_relaxed);
-  bool ok = co_await Send(res, keep, req != nullptr && req->method() == http::verb::head);
+  uint64_t no_request = 0;
+  bool ok = co_await Send(res, body, keep, req != nullptr && req->method() == http::verb::head,
+                          bytes_out != nullptr ? *bytes_out : no_request);
   co_return ok&& keep;
 }
 

@@ -11,12 +11,12 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 
 #include "proxy/growing_string_body.h"
 #include "proxy/headers.h"
 #include "proxy/idle_list.h"
 #include "proxy/openai_error.h"
+#include "proxy/response_head.h"
 #include "proxy/stream.h"
 #include "proxy/watchdog.h"
 #include "proxy/worker.h"
@@ -75,17 +75,23 @@ class Session : public IdleHook {
   /// started with (Runtime::listener_tls, listener_cors).
   size_t listener_index() const { return spec_.index; }
 
-  /// Writes a complete response with a string body. Adds Connection: close
-  /// when `keep_alive` is false. @return false when the write failed.
-  /// @param head the answer to a HEAD request: the head only, with the
-  ///        Content-Length the body would have.
-  net::awaitable<bool> Send(http::response<http::string_body>& res, bool keep_alive,
-                            bool head = false);
+  /// Writes a complete answer of the gateway's own through the client
+  /// writer: `head` (its fields; the framing is set here: Content-Length,
+  /// and Connection: close when `keep_alive` is false) and `body`.
+  /// @param head_only the answer to a HEAD request: the head only, with
+  ///        the Content-Length the body would have.
+  /// @param bytes_out the request's count of bytes sent, added to.
+  /// @return false when the write failed.
+  net::awaitable<bool> Send(ResponseHead& head, std::string_view body, bool keep_alive,
+                            bool head_only, uint64_t& bytes_out);
   /// An OpenAI-shaped error response, with the listener's CORS fields for
   /// the request's Origin (a browser may read why it was refused).
+  /// @param bytes_out the request's count of bytes sent, when there is a
+  ///        request.
   /// @return whether the connection may be kept open.
   net::awaitable<bool> SendError(const Request* req, ErrorKind kind, std::string_view message,
-                                 std::string_view request_id = {}, int retry_after_s = -1);
+                                 std::string_view request_id = {}, int retry_after_s = -1,
+                                 uint64_t* bytes_out = nullptr);
 
  private:
   /// What every constructor ends with: registers with the worker.

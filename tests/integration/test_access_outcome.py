@@ -139,6 +139,8 @@ class OutcomeTest(unittest.TestCase):
         rec = self.log_line(gw, "rejected-1")
         self.assertEqual((rec["status"], rec["outcome"], rec["error"]),
                          (404, "rejected", "model_not_found"), rec)
+        # The gateway's own answer is counted like a relayed one.
+        self.assertGreater(rec["bytes_out"], 0, rec)
 
     def test_backend_killed_mid_stream_is_interrupted(self):
         sim = self.start_sim(token_interval_ms=100, tokens=100)
