@@ -23,6 +23,10 @@ follow a warm-up, so start-up and first-touch costs are left out.
 
   bench/ab/run.py                  # build what is missing, measure all
   bench/ab/run.py --variants base,NO_TRY_SEND --tools callgrind
+  bench/ab/run.py --variants base,commit:82b3d02   # this tree against a commit
+
+A `commit:REV` variant is the Release build of another commit, checked out
+in a git worktree under build-ab/ (the before/after A/B of a refactor).
 """
 
 import argparse
@@ -95,14 +99,29 @@ allow_regions = ["r"]
 
 
 def build_dir(variant: str) -> str:
-    return os.path.join(ROOT, "build-ab", variant.lower().replace("_", "-"))
+    return os.path.join(ROOT, "build-ab", variant.lower().replace("_", "-").replace(":", "-"))
+
+
+def gateway_binary(variant: str) -> str:
+    d = build_dir(variant)
+    for rel in (("server", "geogate"), ("gateway", "geogate")):  # gateway/: before the split
+        if os.path.exists(os.path.join(d, *rel)):
+            return os.path.join(d, *rel)
+    return os.path.join(d, "server", "geogate")
 
 
 def build(variant: str) -> None:
     d = build_dir(variant)
-    flags = [] if variant == "base" else [f"-DCMAKE_CXX_FLAGS=-DGEOGATE_AB_{variant}"]
+    src, flags = ROOT, []
+    if variant.startswith("commit:"):
+        src = d + "-src"
+        if not os.path.exists(src):
+            subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", src,
+                            variant.split(":", 1)[1]], check=True)
+    elif variant != "base":
+        flags = [f"-DCMAKE_CXX_FLAGS=-DGEOGATE_AB_{variant}"]
     if not os.path.exists(os.path.join(d, "build.ninja")):
-        subprocess.run(["cmake", "-S", ROOT, "-B", d, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+        subprocess.run(["cmake", "-S", src, "-B", d, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                         "-DGEOGATE_TESTS=OFF", *flags], check=True, stdout=subprocess.DEVNULL)
     targets = ["geogate"] + (["geogate-gpusim"] if variant == "base" else [])
     subprocess.run(["cmake", "--build", d, "-j2", "--target", *targets], check=True)
@@ -250,7 +269,7 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
     conf = os.path.join(d, "geogate.toml")
     with open(conf, "w") as f:
         f.write(CONFIG.format(port=port, admin=admin, up_fast=up_fast, up_sse=up_sse))
-    gw = [os.path.join(build_dir(variant), "server", "geogate"), "--config", conf]
+    gw = [gateway_binary(variant), "--config", conf]
     if tool == "callgrind":
         gw = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
               "--dump-instr=no", "--compress-strings=yes", *gw]
@@ -316,7 +335,8 @@ def main() -> int:
         for path in args.table.split(","):
             with open(path) as f:
                 results.update(json.load(f))
-        print_table([v for v in VARIANTS if v in results], results)
+        print_table([v for v in VARIANTS if v in results] +
+                    [v for v in results if v not in VARIANTS], results)
         return 0
     variants = args.variants.split(",")
     if "base" not in variants and not args.without_base:

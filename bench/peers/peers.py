@@ -386,7 +386,9 @@ class _Proxy(Contender):
 class Geogate(_Proxy):
     key, label = "geogate", "geogate"
 
-    def __init__(self, *args, binary: str, geo_db: Optional[str], **kw):
+    def __init__(self, *args, binary: str, geo_db: Optional[str], baseline: bool = False, **kw):
+        if baseline:  # another build of geogate, the "before" of an A/B
+            self.key, self.label = "geogate-before", "geogate before"
         super().__init__(*args, **kw)
         self.binary, self.geo_db = binary, geo_db
 
