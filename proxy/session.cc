@@ -1,6 +1,7 @@
 #include "proxy/session.h"
 
 #include <charconv>
+#include <cstring>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -51,7 +52,11 @@ void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec
 
 Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
                  std::optional<ErrorKind> refusal)
-    : worker_(worker), spec_(spec), watchdog_(worker.timers(), worker.time()), refusal_(refusal) {
+    : worker_(worker),
+      spec_(spec),
+      buffer_(BufferPool::Allocator<char>(worker.read_buffers())),
+      watchdog_(worker.timers(), worker.time()),
+      refusal_(refusal) {
   boost::system::error_code ec;
   auto ep = socket.remote_endpoint(ec);
   if (!ec) peer_ = ToIpAddr(ep.address());
@@ -65,6 +70,7 @@ Session::Session(Worker& worker, Stream stream, const routing::IpAddr& peer, Lis
       spec_(spec),
       peer_(peer),
       stream_(std::move(stream)),
+      buffer_(BufferPool::Allocator<char>(worker.read_buffers())),
       watchdog_(worker.timers(), worker.time()) {
   Open();
 }
@@ -236,11 +242,20 @@ net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
   waiting_first_ = first;
   waiting_since_ = worker_.time().monotonic();
   watchdog_.Guard(&*stream_, waiting_since_ + timeout);
-  auto [ec, n] = co_await stream_->async_read_some(buffer_.prepare(4096), kUseTuple);
+  // The read buffer went back to the pool: an idle connection holds only
+  // first_read_. A read into it queues without a system call, like one into
+  // the buffer, where a wait for readability (no buffer at all) would cost
+  // Asio an epoll_ctl per request.
+  buffer_.shrink_to_fit();
+  auto [ec, n] = co_await stream_->async_read_some(net::buffer(first_read_), kUseTuple);
   waiting_ = false;
   watchdog_.Disarm();
   if (ec) co_return false;
+  auto space = buffer_.prepare(kClientReadBytes);  // from the pool
+  std::memcpy(space.data(), first_read_, n);
   buffer_.commit(n);
+  // A larger request's rest is read by ReadHeader or ReadBody, under their
+  // deadlines.
   co_return true;
 }
 
@@ -419,6 +434,9 @@ net::awaitable<void> Session::Run() {
     }
     Request req = parser.release();
     worker_.metrics().bytes_in += req.body().size();
+    // A pipelined request keeps its bytes; otherwise the buffer goes back
+    // to the pool while the request is served (a stream may take minutes).
+    if (buffer_.size() == 0) buffer_.shrink_to_fit();
     bool keep = false;
     {
       InProgress counted(worker_.requests_in_progress());

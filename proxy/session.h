@@ -12,6 +12,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include "common/buffer_pool.h"
 #include "proxy/growing_string_body.h"
 #include "proxy/headers.h"
 #include "proxy/idle_list.h"
@@ -31,6 +32,11 @@ namespace http = boost::beast::http;
 using RequestBodyText = GrowingStringBody<PooledAllocator<char>>;
 using Request = http::request<RequestBodyText, Fields>;
 using RequestParser = http::request_parser<RequestBodyText, PooledAllocator<char>>;
+// A connection's read buffer: kClientReadBytes from the worker's pool, given
+// back whenever the connection waits with nothing buffered.
+using ReadBuffer = beast::basic_flat_buffer<BufferPool::Allocator<char>>;
+/// What an idle connection reads its next request's first bytes into.
+inline constexpr size_t kFirstReadBytes = 512;
 
 /// Starts serving an accepted connection on the worker's io_context.
 void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec);
@@ -67,7 +73,10 @@ class Session : public IdleHook {
   /// Deadlines of the reads and writes of this connection and of the
   /// upstream connection serving its current request.
   Watchdog& watchdog() { return watchdog_; }
-  beast::flat_buffer& buffer() { return buffer_; }
+  /// Bytes read from the client and not yet parsed. It owns no memory
+  /// while the connection waits for its next request, nor while a request
+  /// is with the proxy and nothing more was sent.
+  ReadBuffer& buffer() { return buffer_; }
   const routing::IpAddr& peer() const { return peer_; }
   const std::optional<routing::IpAddr>& proxy_source() const { return proxy_source_; }
   bool tls() const { return spec_.tls; }
@@ -108,6 +117,8 @@ class Session : public IdleHook {
   /// Enters or leaves the worker's idle list.
   void SetIdle(bool idle);
   net::awaitable<bool> Handshake();
+  /// Waits for the client's next bytes holding no read buffer (only
+  /// first_read_), then moves them into one from the worker's pool.
   net::awaitable<bool> WaitForData(health::Millis timeout, bool first);
   /// Feeds buffered bytes to the parser (stopping after the head when
   /// `header_only`); never reads. need_more is not an error.
@@ -127,7 +138,11 @@ class Session : public IdleHook {
   std::optional<routing::IpAddr> proxy_source_;
   std::optional<Stream> stream_;
   SslContextPtr tls_context_;  // keeps the context alive for this connection
-  beast::flat_buffer buffer_;
+  ReadBuffer buffer_;
+  // Where a waiting connection reads the first bytes of its next request:
+  // all of a small one (a chat request with a short prompt), so the wait
+  // costs 512 bytes instead of a 4 KiB buffer and no extra read.
+  char first_read_[kFirstReadBytes];
   Watchdog watchdog_;
   bool idle_ = true;
   bool closed_ = false;

@@ -39,6 +39,10 @@ struct ListenerSpec {
 inline constexpr size_t kRelayBufferBytes = 16 * 1024;
 /// Idle relay buffers a worker keeps (4 MiB).
 inline constexpr size_t kRelayBuffersKept = 256;
+/// What a client connection reads into at once, and how many of these
+/// read buffers a worker keeps for connections that wait (1 MiB).
+inline constexpr size_t kClientReadBytes = 4096;
+inline constexpr size_t kClientReadBuffersKept = 256;
 
 class Worker {
  public:
@@ -87,6 +91,8 @@ class Worker {
   AccessLogBuffer& access_log() { return log_; }
   /// 16 KiB relay buffers for proxied responses, recycled.
   BufferPool& relay_buffers() { return relay_buffers_; }
+  /// 4 KiB read buffers of client connections, given back while they wait.
+  BufferPool& read_buffers() { return read_buffers_; }
   /// Where relays of flowing streams run: after new requests' steps.
   BulkQueue& bulk() { return bulk_; }
   /// Showback buckets of this worker; the server collects closed minutes.
@@ -139,6 +145,7 @@ class Worker {
   WorkerMetrics metrics_;
   AccessLogBuffer log_;
   BufferPool relay_buffers_{kRelayBufferBytes, kRelayBuffersKept};
+  BufferPool read_buffers_{kClientReadBytes, kClientReadBuffersKept};
   ShowbackLedger ledger_;
   absl::flat_hash_set<Session*> sessions_;
   IdleList idle_sessions_;

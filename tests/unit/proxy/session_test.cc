@@ -143,3 +143,40 @@ TEST_CASE("session: a kept-alive connection is closed after idle_timeout_ms, not
   CHECK(f.reader.closed());
   CHECK(f.got().size() == 2 * answered);  // closed without another byte
 }
+
+TEST_CASE("session: an idle connection holds no read buffer; its next request is served whole",
+          "[session]") {
+  SessionFixture f;
+  // Waiting for its first request: nothing but the small first-read area.
+  CHECK(f.session->buffer().capacity() == 0);
+  f.Send("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n");
+  REQUIRE(f.got().starts_with("HTTP/1.1 200 "));
+  size_t answered = f.got().size();
+  // Idle between requests: the 4 KiB buffer is back in the worker's pool.
+  CHECK(f.session->buffer().capacity() == 0);
+  CHECK(f.worker.read_buffers().idle() == 1);
+  // A head far larger than the first read (and than a pooled buffer) still
+  // arrives whole.
+  std::string big =
+      "GET /v1/models HTTP/1.1\r\nHost: gw\r\nX-Pad: " + std::string(6000, 'a') + "\r\n\r\n";
+  f.Send(big);
+  CHECK(f.got().size() == 2 * answered);
+  CHECK(f.session->buffer().capacity() == 0);
+  CHECK_FALSE(f.reader.closed());
+}
+
+TEST_CASE("session: pipelined requests in one read are all answered", "[session]") {
+  SessionFixture f;
+  f.Send(
+      "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n"
+      "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n"
+      "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n");
+  std::string_view got = f.got();
+  size_t n = 0;
+  for (size_t at = got.find("HTTP/1.1 200 "); at != std::string_view::npos;
+       at = got.find("HTTP/1.1 200 ", at + 1))
+    ++n;
+  CHECK(n == 3);
+  CHECK(f.session->buffer().capacity() == 0);
+  CHECK_FALSE(f.reader.closed());
+}
