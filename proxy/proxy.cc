@@ -214,8 +214,7 @@ class ProxyCall {
         up_cfg_(ctx.cfg.gateway.upstream),
         watch_(ctx.session.stream()),
         wd_(ctx.session.watchdog()),
-        relay_lease_(ctx.worker.relay_buffers().Take()),
-        relay_buf_(relay_lease_.data()),
+        relay_lease_(ctx.worker.relay_buffers(), nullptr),
         client_out_(ctx.session.stream(), ctx.session.watchdog(), ctx.worker.time(),
                     up_cfg_.stream_idle_timeout, ctx.bytes_out, ctx.worker.metrics().bytes_out) {}
 
@@ -288,8 +287,9 @@ class ProxyCall {
   // A Responses stream's attempt start while its TTFT waits for the first
   // output delta; Clock::time_point{} otherwise.
   Clock::time_point ttft_from_{};
+  // Taken when body bytes are parsed into it (DrainBuffered), given back
+  // while a flowing stream waits for its backend with nothing in it.
   BufferPool::Lease relay_lease_;
-  char* const relay_buf_;
   ClientWriter client_out_;  // everything the client gets of a relayed response
 };
 
@@ -650,7 +650,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   } stream_count{shared_, sse};
 
   client_out_.set_chunked(chunked);
-  bool written = WriteToClientNow(std::string_view(relay_buf_, first), &head, observer);
+  relay_lease_.Retake();  // held already when the head came with body bytes
+  bool written = WriteToClientNow(std::string_view(relay_lease_.data(), first), &head, observer);
   if (!written) written = co_await client_out_.Flush();
   if (!written) co_return ClientLeft(backend, observer);
 
@@ -662,6 +663,10 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     if (!ec && got == 0 && !parser.is_done()) {
       watch_.Start();
       wd_.Guard(&conn.stream, Now() + up_cfg_.stream_idle_timeout);
+      // Everything relayed so far went out (the observer copies what it
+      // holds back): the relay buffer goes back to the pool while the
+      // stream waits, often most of its life (a token every few ms or s).
+      relay_lease_.Return();
       // A stream that already flows: the read completes through the
       // worker's bulk queue, after what new requests have ready.
       ReadResult read =
@@ -697,7 +702,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       co_return r;
     }
     if (got == 0) continue;
-    written = WriteToClientNow(std::string_view(relay_buf_, got), nullptr, observer);
+    written = WriteToClientNow(std::string_view(relay_lease_.data(), got), nullptr, observer);
     if (!written) written = co_await client_out_.Flush();
     if (!written) co_return ClientLeft(backend, observer);
   }
@@ -717,7 +722,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
 // its first `got` bytes (see ParseBufferedBody).
 size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
                                 boost::system::error_code& ec) {
-  return ParseBufferedBody(parser, conn.buffer, relay_buf_, kRelayBufferBytes, got, ec);
+  relay_lease_.Retake();
+  return ParseBufferedBody(parser, conn.buffer, relay_lease_.data(), kRelayBufferBytes, got, ec);
 }
 
 // One read from the backend into the connection's buffer, straight from the

@@ -342,6 +342,26 @@ TEST_CASE("proxy call: a mid-stream failure ends the stream with one error event
   CHECK(got.ends_with("\r\n0\r\n\r\n"));  // a clean end of the chunked body
 }
 
+TEST_CASE("proxy call: a stream waiting for its next token holds no relay buffer", "[proxy_call]") {
+  CallFixture f;
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE_FALSE(f.done);
+  REQUIRE(f.connector.ends.size() == 1);
+  CHECK(f.ClientGot().find("\"Hel\"") != std::string::npos);
+  // Relayed, and waiting for the backend: the 16 KiB buffer is in the pool.
+  CHECK(f.worker.relay_buffers().idle() == 1);
+  test::stream& backend = *f.connector.ends[0].remote;
+  net::write(backend, net::buffer(TokenChunk("lo") + TokenChunk("!") + "0\r\n\r\n"));
+  f.RunReady();
+  REQUIRE(f.done);
+  std::string got = f.ClientGot();
+  CHECK(got.find("\"lo\"") != std::string::npos);
+  CHECK(got.find("\"!\"") != std::string::npos);
+  CHECK(got.ends_with("\r\n0\r\n\r\n"));
+  CHECK(f.worker.relay_buffers().idle() == 1);
+}
+
 TEST_CASE("proxy call: a client that disconnects cancels the upstream request", "[proxy_call]") {
   CallFixture f;
   // The backend streams one token, then keeps generating (nothing more yet).
