@@ -9,6 +9,8 @@
 #include <iostream>
 #include <string>
 
+#include "common/log.h"
+#include "common/strings.h"
 #include "config/check.h"
 #include "config/loader.h"
 #include "server/named_files.h"
@@ -88,6 +90,10 @@ int main(int argc, char** argv) {
   // Signals are taken by the server's signal_set; a peer that goes away
   // mid-write must not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
+  if (absl::Status st = geogate::gateway::Server::CheckAsioBackend(); !st.ok()) {
+    geogate::gateway::LogError("startup", geogate::ToStd(st.message()));
+    return 1;
+  }
   geogate::gateway::Server server(config_path, loaded.snapshot);
   return server.Run();
 }

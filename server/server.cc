@@ -50,6 +50,21 @@ namespace json = boost::json;
 namespace {
 
 using ReusePort = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+// The reactor Asio was built with, as Asio's own configuration decides it:
+// named in the start-up log line and in /admin/config. epoll, unless the
+// build defines BOOST_ASIO_HAS_IO_URING and BOOST_ASIO_DISABLE_EPOLL (only
+// bench/ab's IO_URING variant does: bench/RESULTS.md, "io_uring backend
+// A/B", says why it is no build option).
+#if defined(BOOST_ASIO_HAS_IO_URING_AS_DEFAULT)
+constexpr bool kIoUring = true;
+constexpr const char* kAsioBackend = "io_uring";
+#elif defined(BOOST_ASIO_HAS_EPOLL)
+constexpr bool kIoUring = false;
+constexpr const char* kAsioBackend = "epoll";
+#else
+#error "geogate runs on Asio's epoll or io_uring reactor (Linux)"
+#endif
 constexpr auto kDrainTick = std::chrono::milliseconds(50);
 
 tracing::BatchOptions BatchOptionsOf(const config::Tracing& t) {
@@ -141,6 +156,26 @@ absl::Status ProbeListenAddress(net::io_context& ioc, const tcp::endpoint& ep,
 }
 
 }  // namespace
+
+absl::Status Server::CheckAsioBackend() {
+  try {
+    net::io_context probe{1};
+    // Asio makes its reactor (epoll set or io_uring ring) with the first I/O
+    // object, not with the io_context: a timer makes it here.
+    net::steady_timer first_io_object(probe);
+  } catch (const boost::system::system_error& e) {
+    if (kIoUring)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this geogate is built on Asio's io_uring backend (BOOST_ASIO_HAS_IO_URING, "
+          "BOOST_ASIO_DISABLE_EPOLL) and the kernel refuses io_uring (",
+          e.what(),
+          "): allow it (/proc/sys/kernel/io_uring_disabled = 0, no seccomp filter or "
+          "container policy denying io_uring_setup) or run a build without those (epoll)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create an Asio io_context (", kAsioBackend, "): ", e.what()));
+  }
+  return absl::OkStatus();
+}
 
 Server::Server(std::string config_path, config::SnapshotConstPtr initial)
     : config_path_(std::move(config_path)), started_with_(std::move(initial)) {}
@@ -409,9 +444,11 @@ int Server::Run() {
   listeners_up_ = true;
   reloads_ok_ = 0;
   last_reload_ok_unix_ = absl::ToUnixSeconds(absl::Now());
-  LogInfo("startup", absl::StrCat("geogate ", GEOGATE_VERSION, " edge ", cfg.gateway.edge, ": ", n,
-                                  " workers, ", cfg.backends.size(), " backends, config ",
-                                  cfg.source_path, " (", cfg.hash.substr(0, 12), ")"));
+  LogInfo("startup",
+          absl::StrCat("geogate ", GEOGATE_VERSION, " edge ", cfg.gateway.edge, ": ", n,
+                       " workers on Asio's ", kAsioBackend, " backend, ", cfg.backends.size(),
+                       " backends, config ", cfg.source_path, " (", cfg.hash.substr(0, 12), ")"),
+          {{"asio_backend", kAsioBackend}});
   ArmSignals();
   ScheduleTick();
   main_ioc_.run();
@@ -756,6 +793,7 @@ std::string Server::ConfigJson() const {
       {"tenants", cfg.tenants.size()},
       {"reloads",
        json::object{{"success", reloads_ok_.load()}, {"failure", reloads_failed_.load()}}},
+      {"asio_backend", kAsioBackend},
   });
 }
 

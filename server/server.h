@@ -51,6 +51,13 @@ class Server {
   Server(std::string config_path, config::SnapshotConstPtr initial);
   ~Server();
 
+  /// Whether an io_context can be made here, before the Server makes its
+  /// own (its constructor would throw): an error for the log instead of an
+  /// uncaught exception. An io_uring build (bench/ab only) where the kernel
+  /// refuses io_uring says which defines made it; Asio has no run-time
+  /// fallback to epoll, the reactor is chosen at build time.
+  static absl::Status CheckAsioBackend();
+
   /// Runs until drained. @return the process exit code.
   int Run();
 
