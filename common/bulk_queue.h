@@ -16,7 +16,15 @@
 // entry of that queue, so it runs between two batches), which is not part
 // of Asio's interface. It was read for Boost 1.81 only: any other Boost
 // version is a build error (below), so the queue cannot silently stop
-// paying while it still costs a node and a post per batch.
+// paying while it still costs a node and a post per batch. It holds for
+// Asio's io_uring reactor too (bench/ab's IO_URING variant): the
+// scheduler is the same code for epoll and io_uring, only its task differs
+// (epoll_reactor::run or io_uring_service::run, scheduler::get_default_task),
+// and either hands what completed (at most 128 per poll) to do_run_one,
+// which queues it, then the task again, at the back of op_queue_. With
+// io_uring the poll between two batches is a look at the completion ring
+// (no system call), and the reads a batch starts are submitted together
+// by one more queued entry (io_uring_service's submit_sqes_op).
 #pragma once
 
 #include <boost/version.hpp>

@@ -35,6 +35,8 @@ build_pkgs=(
   prometheus yamllint python3-yaml bird2
   # benchmarks: load generator and side-by-side peers
   wrk haproxy nginx-light linux-perf libbenchmark-dev
+  # bench/ab's IO_URING variant (Asio's io_uring backend)
+  liburing-dev
   # the container image, built and run without a daemon (tests/deploy/
   # test_container.py): podman, runc (crun refuses hybrid cgroup layouts),
   # debootstrap for the debian:12-slim base no registry serves in CI

@@ -11,6 +11,15 @@ Each trick has its switch in its own file, a compile definition:
   NO_BLOCK_CACHE  common/block_cache.h block-cache users go to malloc
   NO_BULK_QUEUE   common/bulk_queue.h  relays run from the ready queue
 
+and one variant that is not a trick switched off but another reactor
+(issue #20): Asio's io_uring backend for every socket, timer and
+descriptor instead of epoll (BOOST_ASIO_HAS_IO_URING with
+BOOST_ASIO_DISABLE_EPOLL, linked with liburing: Debian's liburing-dev). It
+is no build option of geogate: with Boost 1.81 it breaks streams (see
+bench/RESULTS.md, "io_uring backend A/B"), so only this A/B builds it.
+
+  IO_URING        (Asio's config)      io_uring instead of epoll
+
 Every variant is a Release build of `geogate` in build-ab/<variant>
 (ccache, if CMAKE_CXX_COMPILER_LAUNCHER says so). The workload is fixed:
 `--posts` non-streaming chat completions and `--streams` 64-token SSE
@@ -21,8 +30,23 @@ figures independent of how loaded the machine is; the upstream's speed
 does not enter them (only the gateway process is counted). Both phases
 follow a warm-up, so start-up and first-touch costs are left out.
 
+callgrind counts user space only, and strace counts calls, not what each
+costs in the kernel: an io_uring build moves work into the kernel (one
+io_uring_enter submits and reaps many operations). The `wrk` tool measures
+time instead: wrk (one thread, CPU 0) against the gateway and
+geogate-responder upstreams (CPU 1), `--wrk-rows` rows (`post`: small
+POSTs, 16-token answers; `burst`: 64-token SSE streams that arrive in one
+write), `--wrk-conns` connections, `--duration` seconds after a 2 s
+warm-up, in a fresh gateway per variant and round, the variants
+interleaved (A, B, A, B, ...) for `--rounds` rounds. Per request: the
+gateway's user and system CPU time (/proc/PID/stat utime and stime, every
+thread), its time on CPU (/proc/PID/task/*/schedstat), and req/s; the
+table gives the median over rounds of each. CPU per request moves least
+when the machine is shared; req/s is what wrk saw and moves with the load.
+
   bench/ab/run.py                  # build what is missing, measure all
   bench/ab/run.py --variants base,NO_TRY_SEND --tools callgrind
+  bench/ab/run.py --variants base,IO_URING --tools callgrind,strace,wrk
   bench/ab/run.py --variants base,commit:82b3d02   # this tree against a commit
 
 A `commit:REV` variant is the Release build of another commit, checked out
@@ -34,6 +58,7 @@ import asyncio
 import json
 import os
 import re
+import statistics
 import shutil
 import signal
 import socket
@@ -43,7 +68,11 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VARIANTS = ("base", "NO_TRY_SEND", "NO_ASIO_FRAMES", "NO_BLOCK_CACHE", "NO_BULK_QUEUE")
+VARIANTS = ("base", "NO_TRY_SEND", "NO_ASIO_FRAMES", "NO_BLOCK_CACHE", "NO_BULK_QUEUE", "IO_URING")
+# Variants that are not a GEOGATE_AB_ compile definition: their CMake flags.
+CMAKE_VARIANTS = {"IO_URING": ["-DCMAKE_CXX_FLAGS=-DBOOST_ASIO_HAS_IO_URING -DBOOST_ASIO_DISABLE_EPOLL",
+                               "-DCMAKE_EXE_LINKER_FLAGS=-luring"]}
+WRK_DIR = os.path.join(ROOT, "bench", "wrk")
 SSE_TOKENS = 64
 
 CONFIG = """
@@ -118,12 +147,14 @@ def build(variant: str) -> None:
         if not os.path.exists(src):
             subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", src,
                             variant.split(":", 1)[1]], check=True)
+    elif variant in CMAKE_VARIANTS:
+        flags = CMAKE_VARIANTS[variant]
     elif variant != "base":
         flags = [f"-DCMAKE_CXX_FLAGS=-DGEOGATE_AB_{variant}"]
     if not os.path.exists(os.path.join(d, "build.ninja")):
         subprocess.run(["cmake", "-S", src, "-B", d, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                         "-DGEOGATE_TESTS=OFF", *flags], check=True, stdout=subprocess.DEVNULL)
-    targets = ["geogate"] + (["geogate-gpusim"] if variant == "base" else [])
+    targets = ["geogate"] + (["geogate-gpusim", "geogate-responder"] if variant == "base" else [])
     subprocess.run(["cmake", "--build", d, "-j2", "--target", *targets], check=True)
 
 
@@ -286,6 +317,8 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
         drive(port, "sse", True, args.conns * 2, args.conns)
         for phase, model, stream, n in (("post", "fast", False, args.posts),
                                         ("sse", "sse", True, args.streams)):
+            if phase not in args.phases.split(","):
+                continue
             if tool == "callgrind":
                 callgrind_control("-z", str(proc.pid))
                 drive(port, model, stream, n, args.conns)
@@ -315,6 +348,181 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
     return rows
 
 
+# ---------------------------------------------------------------------------
+# time: wrk against geogate-responder upstreams
+
+WRK_ROWS = {  # row -> (backend, wrk script, request body)
+    "post": ("fast", "post", {"model": "fast", "max_tokens": 16,
+                              "messages": [{"role": "user", "content": "Count."}]}),
+    "burst": ("sse", "sse", {"model": "sse", "stream": True, "max_tokens": SSE_TOKENS,
+                             "stream_options": {"include_usage": True},
+                             "messages": [{"role": "user", "content": "Count."}]}),
+}
+
+
+def proc_times(pid: int) -> tuple[float, float, int]:
+    """(user s, system s) of the whole process, and its threads' time on CPU (ns)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    on_cpu = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                on_cpu += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    # fields[0] is the state (field 3): utime is field 14, stime 15
+    return int(fields[11]) / tick, int(fields[12]) / tick, on_cpu
+
+
+def busy_s() -> float:
+    """CPU time (s, all cores) the machine spent not idle, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def run_wrk(port: int, row: str, seconds: float, conns: int, bodies: dict) -> dict:
+    """One wrk run of `row` ("post", "burst", or either with ":CONNS")."""
+    row, _, c = row.partition(":")
+    conns = int(c) if c else conns
+    _, script, _ = WRK_ROWS[row]
+    cmd = ["taskset", "-c", "0", "wrk", "-t1", "-c", str(conns), "-d", f"{seconds}s", "--timeout", "10s",
+           "-s", os.path.join(WRK_DIR, f"{script}.lua"), f"http://127.0.0.1:{port}/v1/chat/completions",
+           "--", "--body", bodies[row]]
+    if script == "sse":
+        cmd += ["--min-events", str(SSE_TOKENS)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^WRK_JSON (\{.*\})$", out, re.M)
+    if not m:
+        raise RuntimeError(f"no WRK_JSON line: {out[-2000:]}")
+    r = json.loads(m.group(1))
+    # Counted, not fatal: a variant that breaks answers is a result too.
+    r["failed"] = r["status_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"] + r["short"]
+    if r["requests"] == 0:
+        raise RuntimeError(f"wrk {row}: no answer at all")
+    return r
+
+
+def measure_wrk(variant: str, args, work: str, up: dict, bodies: dict) -> dict:
+    port, admin = free_port(), free_port()
+    d = tempfile.mkdtemp(dir=work, prefix=f"{variant}-wrk-")
+    conf = os.path.join(d, "geogate.toml")
+    with open(conf, "w") as f:
+        f.write(CONFIG.format(port=port, admin=admin, up_fast=up["fast"], up_sse=up["sse"]))
+    gw = ["taskset", "-c", "1", os.path.join(build_dir(variant), "server", "geogate"), "--config", conf]
+    log = open(os.path.join(d, "gateway.log"), "w")
+    proc = subprocess.Popen(gw, cwd=d, stdout=log, stderr=log)
+    rows = {}
+    try:
+        wait_port(port, proc)
+        wait_healthy(port, proc)
+        for row in args.wrk_rows.split(","):
+            warm = run_wrk(port, row, 2, args.wrk_conns, bodies)
+            if proc.poll() is not None:
+                rows[row] = {"crashed": 1.0, "failed": float(warm["failed"])}
+                break
+            u0, s0, c0 = proc_times(proc.pid)
+            b0, t0 = busy_s(), time.monotonic()
+            r = run_wrk(port, row, args.duration, args.wrk_conns, bodies)
+            if proc.poll() is not None:  # died during the run: its times are gone
+                rows[row] = {"crashed": 1.0, "failed": float(warm["failed"] + r["failed"])}
+                break
+            u1, s1, c1 = proc_times(proc.pid)
+            b1, wall = busy_s(), time.monotonic() - t0
+            n = r["requests"]
+            rows[row] = {"user_us": (u1 - u0) / n * 1e6, "sys_us": (s1 - s0) / n * 1e6,
+                         "cpu_us": (c1 - c0) / n / 1e3, "rps": n / (r["duration_us"] / 1e6),
+                         "util": (c1 - c0) / 1e9 / wall, "machine_busy": (b1 - b0) / wall,
+                         "failed": float(warm["failed"] + r["failed"]), "crashed": 0.0}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return rows
+
+
+def wrk_rounds(variants: list[str], args, work: str) -> dict:
+    """Every variant once per round, in turn; per variant and row the list of rounds."""
+    responder = os.path.join(build_dir("base"), "bench", "responder", "geogate-responder")
+    up = {"fast": free_port(), "sse": free_port()}
+    bodies = {}
+    for row, (_, _, b) in WRK_ROWS.items():
+        bodies[row] = os.path.join(work, f"body-{row}.json")
+        with open(bodies[row], "w") as f:
+            json.dump(b, f)
+    ups = [subprocess.Popen(["taskset", "-c", "1", responder, "--listen", f"127.0.0.1:{up[name]}",
+                             "--name", name, "--model", name, *flags],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+           for name, flags in (("fast", ["--answer", "json", "--tokens", "16"]),
+                               ("sse", ["--answer", "stream", "--tokens", str(SSE_TOKENS)]))]
+    out = {v: {} for v in variants}
+    out["load_average"] = [os.getloadavg()[0]]
+    try:
+        for p, u in zip(up.values(), ups):
+            wait_port(p, u)
+        for rnd in range(args.rounds):
+            for v in variants:
+                for row, figs in measure_wrk(v, args, work, up, bodies).items():
+                    out[v].setdefault(row, []).append(figs)
+                    print(f"round {rnd + 1} {v} {row}: " + ", ".join(f"{k} {x:.2f}" for k, x in figs.items()),
+                          file=sys.stderr, flush=True)
+            out["load_average"].append(os.getloadavg()[0])
+    finally:
+        for u in ups:
+            u.terminate()
+            u.wait()
+    return out
+
+
+def print_wrk_table(variants: list[str], rounds: dict) -> None:
+    base = variants[0]
+    print(f"| variant | row | CPU µs/req (on CPU) | Δ | user µs/req | sys µs/req | Δ user+sys | req/s | Δ | "
+          f"gateway CPU % | machine busy (cores) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    # Medians over the rounds the gateway survived; failures and crashes summed.
+    med, broken = {}, {}
+    for v in variants:
+        med[v], broken[v] = {}, {}
+        for row, rs in rounds[v].items():
+            ok = [r for r in rs if not r["crashed"]]
+            broken[v][row] = (sum(r["failed"] for r in rs), sum(r["crashed"] for r in rs), len(rs))
+            if ok:
+                med[v][row] = {k: statistics.median(r[k] for r in ok) for k in ok[0]}
+    for v in variants:
+        for row, m in med[v].items():
+            if row not in med[base]:
+                continue
+            b = med[base][row]
+            delta = (lambda k: "" if v == base else f"{(m[k] - b[k]) / b[k] * 100:+.1f} %")
+            us = m["user_us"] + m["sys_us"]
+            bus = b["user_us"] + b["sys_us"]
+            dus = "" if v == base else f"{(us - bus) / bus * 100:+.1f} %"
+            print(f"| {v} | {row} | {m['cpu_us']:.2f} | {delta('cpu_us')} | {m['user_us']:.2f} | "
+                  f"{m['sys_us']:.2f} | {dus} | {m['rps']:,.0f} | {delta('rps')} | {m['util'] * 100:.0f} | "
+                  f"{m['machine_busy']:.2f} |")
+    print()
+    for v in variants:
+        for row, (failed, crashed, n) in broken[v].items():
+            if failed or crashed:
+                print(f"{v} {row}: {failed:.0f} failed or short answers, crashed in {crashed:.0f} of {n} rounds")
+    la = rounds.get("load_average", [])
+    if la:
+        print("1-minute load average at the start and after each round: " + ", ".join(f"{x:.1f}" for x in la))
+    print("Spread over rounds (min-max), CPU µs/req on CPU:")
+    for v in variants:
+        for row, rs in rounds[v].items():
+            rs = [r for r in rs if not r["crashed"]]
+            if not rs:
+                continue
+            xs = [r["cpu_us"] for r in rs]
+            print(f"  {v} {row}: {min(xs):.2f}-{max(xs):.2f} ({(max(xs) - min(xs)) / statistics.median(xs) * 100:.1f} % "
+                  f"of the median), req/s {min(r['rps'] for r in rs):,.0f}-{max(r['rps'] for r in rs):,.0f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--variants", default=",".join(VARIANTS))
@@ -322,6 +530,12 @@ def main() -> int:
     ap.add_argument("--posts", type=int, default=2000)
     ap.add_argument("--streams", type=int, default=500)
     ap.add_argument("--conns", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3, help="wrk tool: rounds, the variants interleaved")
+    ap.add_argument("--duration", type=int, default=10, help="wrk tool: seconds per run")
+    ap.add_argument("--phases", default="post,sse", help="callgrind and strace: phases (post, sse)")
+    ap.add_argument("--wrk-rows", default="post,burst",
+                    help="wrk tool: rows (post, burst; ROW:N for N connections instead of --wrk-conns)")
+    ap.add_argument("--wrk-conns", type=int, default=64, help="wrk tool: connections")
     ap.add_argument("--no-build", action="store_true", help="use the build-ab/ binaries as they are")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the run directories (logs, dumps)")
@@ -347,17 +561,24 @@ def main() -> int:
     gpusim = os.path.join(build_dir("base"), "bench", "gpusim", "geogate-gpusim")
     work = tempfile.mkdtemp(prefix="geogate-ab-")
     results = {}
-    for v in variants:
-        results[v] = {"post": {}, "sse": {}}
-        for tool in args.tools.split(","):
-            for phase, figs in measure(v, tool, args, gpusim, work).items():
-                results[v][phase].update(figs)
-            print(f"{v} {tool}: {results[v]}", file=sys.stderr, flush=True)
+    tools = args.tools.split(",")
+    counting = [t for t in tools if t != "wrk"]
+    if counting:
+        for v in variants:
+            results[v] = {p: {} for p in args.phases.split(",")}
+            for tool in counting:
+                for phase, figs in measure(v, tool, args, gpusim, work).items():
+                    results[v][phase].update(figs)
+                print(f"{v} {tool}: {results[v]}", file=sys.stderr, flush=True)
+    wrk = wrk_rounds(variants, args, work) if "wrk" in tools else None
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({**results, **({"wrk": wrk} if wrk else {})}, f, indent=1)
     if "base" in results:
         print_table(variants, results)
+    if wrk:
+        print()
+        print_wrk_table(variants, wrk)
     if args.keep:
         print(f"run directories: {work}", file=sys.stderr)
     else:
@@ -370,7 +591,7 @@ def print_table(variants: list[str], results: dict) -> None:
     print(f"| variant | row | instructions/req | Δ | allocations/req | Δ | syscalls/req | Δ |")
     print(f"|---|---|---|---|---|---|---|---|")
     for v in variants:
-        for phase in ("post", "sse"):
+        for phase in results[v]:
             cells = []
             for k in ("instructions", "allocations", "syscalls"):
                 x, b = results[v][phase].get(k), base[phase].get(k)
