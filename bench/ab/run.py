@@ -71,7 +71,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 VARIANTS = ("base", "NO_TRY_SEND", "NO_ASIO_FRAMES", "NO_BLOCK_CACHE", "NO_BULK_QUEUE", "IO_URING")
 # Variants that are not a GEOGATE_AB_ compile definition: their CMake flags.
 CMAKE_VARIANTS = {"IO_URING": ["-DCMAKE_CXX_FLAGS=-DBOOST_ASIO_HAS_IO_URING -DBOOST_ASIO_DISABLE_EPOLL",
-                               "-DCMAKE_EXE_LINKER_FLAGS=-luring"]}
+                               "-DCMAKE_CXX_STANDARD_LIBRARIES=-luring"]}
 WRK_DIR = os.path.join(ROOT, "bench", "wrk")
 SSE_TOKENS = 64
 
