@@ -158,6 +158,15 @@ def build(variant: str) -> None:
     subprocess.run(["cmake", "--build", d, "-j2", "--target", *targets], check=True)
 
 
+def stop_gateway(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within a minute."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -337,11 +346,7 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
                 st.wait(timeout=30)
                 rows[phase] = {"syscalls": strace_total(out) / n}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_gateway(proc)
         for s in sims:
             s.terminate()
             s.wait()
@@ -437,11 +442,7 @@ def measure_wrk(variant: str, args, work: str, up: dict, bodies: dict) -> dict:
                          "util": (c1 - c0) / 1e9 / wall, "machine_busy": (b1 - b0) / wall,
                          "failed": float(warm["failed"] + r["failed"]), "crashed": 0.0}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_gateway(proc)
     return rows
 
 
