@@ -158,11 +158,17 @@ void ReadListener(TableReader& t, ReadContext& ctx, Draft& d) {
   if (auto tls = t.Table("tls")) {
     auto cert = tls->String("cert", Presence::kRequired);
     auto key = tls->String("key", Presence::kRequired);
+    auto tickets = tls->String("ticket_keys");
     tls->ReportUnknownKeys();
-    std::optional<std::string> cert_path, key_path;
+    std::optional<std::string> cert_path, key_path, tickets_path;
     if (cert) cert_path = ResolveReadableFile(*cert, "TLS certificate file", ctx);
     if (key) key_path = ResolveReadableFile(*key, "TLS key file", ctx);
-    if (cert_path && key_path) l.tls = TlsFiles{*cert_path, *key_path, cert->pos, key->pos};
+    if (tickets) tickets_path = ResolveReadableFile(*tickets, "TLS ticket key file", ctx);
+    if (cert_path && key_path && (!tickets || tickets_path)) {
+      TlsFiles files{*cert_path, *key_path, tickets_path.value_or(""), cert->pos, key->pos, {}};
+      if (tickets) files.ticket_keys_at = tickets->pos;
+      l.tls = std::move(files);
+    }
   }
   t.Set("proxy_protocol", l.proxy_protocol);
   ReadCors(t, ctx, l.cors);

@@ -47,10 +47,12 @@ struct SourcePos {
 };
 
 struct TlsFiles {
-  std::string cert;  // absolute path, PEM chain
-  std::string key;   // absolute path, PEM private key
+  std::string cert;         // absolute path, PEM chain
+  std::string key;          // absolute path, PEM private key
+  std::string ticket_keys;  // absolute path, session-ticket keys; empty = generated
   SourcePos cert_at;
   SourcePos key_at;
+  SourcePos ticket_keys_at;
 };
 
 /// CORS for browser clients on one listener (off when no origin is allowed).

@@ -189,6 +189,7 @@ net::awaitable<bool> Session::Handshake() {
   }
   buffer_.consume(used);
   worker_.metrics().tls_handshakes++;
+  if (SSL_session_reused(stream_->tls().native_handle()) == 1) worker_.metrics().tls_resumed++;
   co_return true;
 }
 

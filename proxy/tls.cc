@@ -43,7 +43,8 @@ int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen, const uns
 
 }  // namespace
 
-absl::StatusOr<SslContextPtr> MakeServerContext(const config::TlsFiles& files) {
+absl::StatusOr<SslContextPtr> MakeServerContext(const config::TlsFiles& files,
+                                                std::shared_ptr<TicketKeys> tickets) {
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   SSL_CTX* native = ctx->native_handle();
   SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
@@ -55,9 +56,11 @@ absl::StatusOr<SslContextPtr> MakeServerContext(const config::TlsFiles& files) {
   // rest is Asio's ssl engine: a 2 x 17 kB BIO pair and 2 x 17 kB stream
   // buffers per connection.)
   SSL_CTX_set_mode(native, SSL_MODE_RELEASE_BUFFERS);
-  // Session resumption (tickets) keeps reconnecting clients off the full
-  // handshake; the ticket keys are per process, rotated by restarts.
+  // Session resumption keeps reconnecting clients off the full handshake:
+  // tickets, with the listener's keys (tls_tickets.h) when given, which
+  // outlive this context; without them OpenSSL's own per-context keys.
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
+  if (tickets) TicketKeys::Install(native, std::move(tickets));
   SSL_CTX_set_alpn_select_cb(native, SelectAlpn, nullptr);
   if (SSL_CTX_use_certificate_chain_file(native, files.cert.c_str()) != 1)
     return absl::InvalidArgumentError(

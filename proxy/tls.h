@@ -1,5 +1,5 @@
 // OpenSSL contexts: the server side of TLS listeners (certificate chain and
-// key from the config, TLS 1.2+, ALPN http/1.1) and the client side for https
+// key from the config, TLS 1.2+, ALPN http/1.1, session tickets) and the client side for https
 // backends (system trust store or a CA file, verification on by default).
 #pragma once
 
@@ -10,13 +10,16 @@
 
 #include "absl/status/statusor.h"
 #include "config/snapshot.h"
+#include "proxy/tls_tickets.h"
 
 namespace geogate::gateway {
 
 using SslContextPtr = std::shared_ptr<boost::asio::ssl::context>;
 
-/// Loads cert chain and key; fails with a message naming the file.
-absl::StatusOr<SslContextPtr> MakeServerContext(const config::TlsFiles& files);
+/// Loads cert chain and key; fails with a message naming the file. Session
+/// tickets use `tickets` when given (the listener's keys, kept across reloads).
+absl::StatusOr<SslContextPtr> MakeServerContext(const config::TlsFiles& files,
+                                                std::shared_ptr<TicketKeys> tickets = nullptr);
 
 /// A client context for backends. `ca_file` empty = system default paths.
 absl::StatusOr<SslContextPtr> MakeClientContext(const std::string& ca_file, bool verify);

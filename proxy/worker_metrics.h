@@ -43,6 +43,7 @@ struct WorkerMetrics {
   uint64_t body_timeouts = 0;     // 408 body_timeout
   uint64_t tls_handshakes = 0;
   uint64_t tls_handshake_failures = 0;
+  uint64_t tls_resumed = 0;  // successful handshakes that resumed a session (ticket)
   uint64_t proxy_protocol_failures = 0;
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
@@ -73,6 +74,7 @@ struct WorkerMetrics {
     out.body_timeouts += body_timeouts;
     out.tls_handshakes += tls_handshakes;
     out.tls_handshake_failures += tls_handshake_failures;
+    out.tls_resumed += tls_resumed;
     out.proxy_protocol_failures += proxy_protocol_failures;
     out.bytes_in += bytes_in;
     out.bytes_out += bytes_out;

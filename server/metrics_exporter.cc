@@ -239,6 +239,10 @@ std::string FormatMetrics(const MetricsInputs& in) {
            static_cast<double>(m.tls_handshakes));
   w.Sample("geogate_tls_handshakes_total", {{"result", "failure"}},
            static_cast<double>(m.tls_handshake_failures));
+  w.Family("geogate_tls_resumed_handshakes_total", "counter",
+           "Successful TLS handshakes on client listeners that resumed a session (a ticket) "
+           "instead of a full handshake; counted in geogate_tls_handshakes_total too.");
+  w.Sample("geogate_tls_resumed_handshakes_total", {}, static_cast<double>(m.tls_resumed));
   w.Family("geogate_proxy_protocol_failures_total", "counter",
            "Connections closed for a missing or malformed PROXY protocol header.");
   w.Sample("geogate_proxy_protocol_failures_total", {},

@@ -26,13 +26,23 @@ absl::StatusOr<std::shared_ptr<const routing::MmdbGeoResolver>> Geo(
 }
 
 absl::StatusOr<SslContextPtr> ListenerTls(const config::TlsFiles& files, const std::string& file,
-                                          std::vector<config::ConfigError>* errors) {
-  auto ctx = MakeServerContext(files);
+                                          std::vector<config::ConfigError>* errors,
+                                          std::shared_ptr<TicketKeys> tickets = nullptr) {
+  auto ctx = MakeServerContext(files, std::move(tickets));
   if (ctx.ok()) return ctx;
   // A key that does not load or does not match is the key's line; anything
   // else the certificate's. The message names the file either way.
   bool key = absl::StrContains(ctx.status().message(), "private key");
   return Report(ctx.status(), key ? files.key_at : files.cert_at, file, errors);
+}
+
+absl::StatusOr<std::vector<TicketKey>> Tickets(const config::TlsFiles& files,
+                                               const std::string& file,
+                                               std::vector<config::ConfigError>* errors) {
+  if (files.ticket_keys.empty()) return std::vector<TicketKey>();
+  auto keys = ReadTicketKeyFile(files.ticket_keys);
+  if (keys.ok()) return keys;
+  return Report(keys.status(), files.ticket_keys_at, file, errors);
 }
 
 absl::StatusOr<SslContextPtr> BackendTls(const config::Backend& b, const std::string& file,
@@ -52,8 +62,14 @@ absl::StatusOr<std::shared_ptr<const routing::MmdbGeoResolver>> OpenGeoDatabase(
 }
 
 absl::StatusOr<SslContextPtr> OpenListenerTls(const config::TlsFiles& files,
-                                              const std::string& config_file) {
-  return ListenerTls(files, config_file, nullptr);
+                                              const std::string& config_file,
+                                              std::shared_ptr<TicketKeys> tickets) {
+  return ListenerTls(files, config_file, nullptr, std::move(tickets));
+}
+
+absl::StatusOr<std::vector<TicketKey>> OpenTicketKeys(const config::TlsFiles& files,
+                                                      const std::string& config_file) {
+  return Tickets(files, config_file, nullptr);
 }
 
 absl::StatusOr<SslContextPtr> OpenBackendTls(const config::Backend& backend,
@@ -66,7 +82,10 @@ std::vector<config::ConfigError> CheckNamedFiles(const config::Snapshot& snap,
   std::vector<config::ConfigError> errors;
   (void)Geo(snap, config_file, &errors);
   for (const config::Listener& l : snap.gateway.listeners)
-    if (l.tls) (void)ListenerTls(*l.tls, config_file, &errors);
+    if (l.tls) {
+      (void)ListenerTls(*l.tls, config_file, &errors);
+      (void)Tickets(*l.tls, config_file, &errors);
+    }
   for (const config::Backend& b : snap.backends)
     if (b.tls) (void)BackendTls(b, config_file, &errors);
   return errors;

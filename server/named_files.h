@@ -1,6 +1,6 @@
 // The files a config snapshot names, opened the one way start-up, every
 // reload and `geogate --check` share: the geo database, the listeners'
-// certificates and keys, the https backends' CA files. --check opens
+// certificates, keys and session-ticket keys, the https backends' CA files. --check opens
 // exactly what start-up opens (DESIGN.md §8) because both call these.
 #pragma once
 
@@ -22,9 +22,16 @@ absl::StatusOr<std::shared_ptr<const routing::MmdbGeoResolver>> OpenGeoDatabase(
     const config::Snapshot& snap, const std::string& config_file);
 
 /// The server context of a TLS listener: certificate chain, key, and that
-/// they match. @return an error at the cert (or key) value on failure.
+/// they match; its session tickets use `tickets` (the listener's keys) when
+/// given. @return an error at the cert (or key) value on failure.
 absl::StatusOr<SslContextPtr> OpenListenerTls(const config::TlsFiles& files,
-                                              const std::string& config_file);
+                                              const std::string& config_file,
+                                              std::shared_ptr<TicketKeys> tickets = nullptr);
+
+/// The session-ticket keys of a TLS listener's `ticket_keys` file; empty when
+/// it names none. @return an error at the ticket_keys value on failure.
+absl::StatusOr<std::vector<TicketKey>> OpenTicketKeys(const config::TlsFiles& files,
+                                                      const std::string& config_file);
 
 /// The client context of an https backend. @return an error at its ca_file
 /// (or url) on failure.

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <optional>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -246,6 +248,7 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
   // files are re-read on every reload (rotation), new handshakes use them.
   const auto& running = started_with_->gateway.listeners;
   rt->listener_tls.resize(running.size());
+  std::vector<std::optional<std::vector<TicketKey>>> staged_ticket_keys(running.size());
   for (size_t i = 0; i < running.size(); ++i) {
     if (!running[i].tls) continue;
     const config::Listener* now = nullptr;
@@ -255,9 +258,17 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
       if (previous) rt->listener_tls[i] = previous->listener_tls[i];
       continue;
     }
-    auto ctx = OpenListenerTls(*now->tls, config_path_);
+    // The listener's ticket keys outlive every context it gets, so a reload
+    // does not send reconnecting clients through a full handshake. Keys
+    // from a file are staged and take effect with this runtime.
+    if (listener_tickets_.size() < running.size()) listener_tickets_.resize(running.size());
+    if (!listener_tickets_[i]) listener_tickets_[i] = std::make_shared<TicketKeys>(time_);
+    auto keys = OpenTicketKeys(*now->tls, config_path_);
+    if (!keys.ok()) return keys.status();
+    auto ctx = OpenListenerTls(*now->tls, config_path_, listener_tickets_[i]);
     if (!ctx.ok()) return ctx.status();
     rt->listener_tls[i] = *ctx;
+    staged_ticket_keys[i] = std::move(*keys);
   }
 
   // CORS per running listener, from this snapshot's listener at the same
@@ -298,6 +309,10 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
     if (!spans_) spans_ = std::make_shared<tracing::SpanBatcher>(BatchOptionsOf(snap->tracing));
     rt->tracer = std::make_shared<tracing::Tracer>(snap->tracing.sampling_ratio, spans_);
   }
+  // Nothing below can fail: the staged ticket keys take effect now (the old
+  // contexts share them; their handshakes see the new keys a moment early).
+  for (size_t i = 0; i < staged_ticket_keys.size(); ++i)
+    if (staged_ticket_keys[i]) listener_tickets_[i]->UseKeys(std::move(*staged_ticket_keys[i]));
   rt->generation = ++generation_;
   return RuntimeConstPtr(std::move(rt));
 }

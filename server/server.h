@@ -29,6 +29,7 @@
 #include "proxy/runtime.h"
 #include "proxy/server_shared.h"
 #include "proxy/tenant_limits.h"
+#include "proxy/tls_tickets.h"
 #include "proxy/worker.h"
 #include "server/heap_trim.h"
 #include "tracing/otlp_exporter.h"
@@ -122,6 +123,9 @@ class Server {
   config::SnapshotConstPtr started_with_;        // listeners/admin/workers as running
   std::vector<std::string> listener_addresses_;  // bound "host:port", by listener index
   std::vector<int> listen_locks_;                // see ClaimListenAddresses
+  // Session-ticket keys by listener index (TLS listeners), kept across
+  // reloads; every server context of the listener uses them.
+  std::vector<std::shared_ptr<TicketKeys>> listener_tickets_;
   bool listeners_up_ = false;
   std::chrono::steady_clock::time_point drain_started_{};
   bool listeners_closed_ = false;

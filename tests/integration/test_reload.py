@@ -5,6 +5,7 @@ POST /admin/drain take the edge out gracefully."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -179,6 +180,93 @@ class CertificateRotationTest(unittest.TestCase):
                                           chat_body(MODEL, stream=True),
                                           tls_context=second.client_context()).events(timeout=10)]
         self.assertEqual(events[-1], "[DONE]")
+
+
+def ticket_key() -> str:
+    """One session-ticket key line, as `openssl rand 80 | base64 -w0` makes."""
+    return base64.b64encode(os.urandom(80)).decode()
+
+
+class TlsSessionResumptionTest(unittest.TestCase):
+    """Session tickets outlive a reload, and edges that share a ticket key
+    file resume each other's sessions (a client whose anycast route moves)."""
+
+    def setUp(self):
+        self.b1 = sim(self, "b1")
+        self.tls = make_tls_files()
+        self.ctx = self.tls.client_context()
+
+    def gateway(self, ticket_keys=None) -> Gateway:
+        tls = {"cert": self.tls.cert, "key": self.tls.key}
+        if ticket_keys is not None:
+            tls["ticket_keys"] = ticket_keys
+        cfg = GatewayConfig().region("r1").backend(self.b1, "r1")
+        cfg.listeners.append({"address": "127.0.0.1:0", "tls": tls})
+        gw = Gateway(cfg)
+        gw.start(self)
+        gw.wait_until_ready()
+        return gw
+
+    def connect(self, gw, session=None):
+        """One request on a new TLS 1.3 connection. @return (session, resumed)."""
+        with socket.create_connection(("127.0.0.1", gw.tls_port), timeout=5) as raw:
+            with self.ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
+                s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                data = b""
+                while len(data) < 1 << 20:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                self.assertTrue(data.startswith(b"HTTP/1.1 200"), data[:100])
+                self.assertEqual(s.version(), "TLSv1.3")
+                return s.session, s.session_reused
+
+    def reload(self, gw, expect="success"):
+        before = gw.metric("geogate_config_reloads_total", result=expect)
+        gw.sighup()
+        wait_until(lambda: gw.metric("geogate_config_reloads_total", result=expect) > before, 10)
+
+    def test_a_session_resumes_after_a_reload(self):
+        gw = self.gateway()
+        session, resumed = self.connect(gw)
+        self.assertFalse(resumed)
+        self.assertTrue(self.connect(gw, session)[1])
+        # A reload makes new contexts (certificates are re-read); the
+        # listener's ticket keys stay, so the session still resumes. Before
+        # the keys were the listener's, every reload cost a full handshake.
+        self.reload(gw)
+        self.assertTrue(self.connect(gw, session)[1])
+        self.assertGreaterEqual(gw.metric("geogate_tls_resumed_handshakes_total"), 2)
+        self.assertGreaterEqual(gw.metric("geogate_tls_handshakes_total", result="success"), 3)
+
+    def test_edges_sharing_a_key_file_resume_each_others_sessions(self):
+        keys = os.path.join(tempfile.mkdtemp(prefix="geogate-tickets-"), "tickets.keys")
+        self.addCleanup(shutil.rmtree, os.path.dirname(keys), True)
+        old, new = ticket_key(), ticket_key()
+        with open(keys, "w") as f:
+            f.write(f"# fleet ticket keys\n{old}\n")
+        edge_a, edge_b = self.gateway(keys), self.gateway(keys)
+        session, _ = self.connect(edge_a)
+        self.assertTrue(self.connect(edge_b, session)[1])
+        # A generated-key edge cannot read them.
+        self.assertFalse(self.connect(self.gateway(), session)[1])
+        # Rotation, step 2 of docs/operations.md: the new key encrypts, the
+        # old one still decrypts.
+        with open(keys, "w") as f:
+            f.write(f"{new}\n{old}\n")
+        self.reload(edge_a)
+        self.assertTrue(self.connect(edge_a, session)[1])
+        # A broken file is rejected and the keys in use stay.
+        with open(keys, "w") as f:
+            f.write("not a key\n")
+        self.reload(edge_a, expect="failure")
+        self.assertTrue(self.connect(edge_a, session)[1])
+        # Step 3: the old key is dropped, and with it its tickets.
+        with open(keys, "w") as f:
+            f.write(f"{new}\n")
+        self.reload(edge_a)
+        self.assertFalse(self.connect(edge_a, session)[1])
 
 
 class BackendRemovalTest(unittest.TestCase):
@@ -416,6 +504,16 @@ class CheckEqualsStartupTest(unittest.TestCase):
         with open(self.path("cert.der"), "wb") as f:
             f.write(b"\x30\x82\x01\x0a" + random.Random(1).randbytes(300))
         self.assert_rejected(self.tls_config("cert.der", a.key), 13, 8, "cannot load certificate")
+
+    def test_a_ticket_key_file_that_is_not_keys(self):
+        a = make_tls_files(os.path.join(self.dir, "a"))
+        with open(self.path("tickets.keys"), "w") as f:
+            f.write(base64.b64encode(os.urandom(80)).decode() + "\n" +
+                    base64.b64encode(os.urandom(48)).decode() + "\n")
+        config = self.write_config(f'[[gateway.listeners]]\naddress = "127.0.0.1:0"\n'
+                                   f'[gateway.listeners.tls]\ncert = "{a.cert}"\nkey = "{a.key}"\n'
+                                   'ticket_keys = "tickets.keys"\n')
+        self.assert_rejected(config, 15, 15, r"ticket key file .*tickets.keys: line 2: a key is 80 bytes")
 
     def test_a_ca_file_that_is_not_pem(self):
         with open(self.path("ca.pem"), "w") as f:
