@@ -3,18 +3,23 @@
 answered 204 by the gateway with Access-Control-Allow-Origin/-Methods/
 -Headers/-Max-Age and Vary: Origin, one from any other origin is a 403
 without them; every actual response to an allowed origin (JSON, an SSE
-stream, the gateway's own 404/451/503 errors) carries
-Access-Control-Allow-Origin and -Expose-Headers, so a page can read it. A
+stream, every error the gateway answers once it has a request head: 400,
+401, 404, 408, 413, 429, 451, 503) carries Access-Control-Allow-Origin and
+-Expose-Headers, so a page can read it. A
 listener without cors_allowed_origins has no CORS at all, and a reload
 changes the allowed origins in place."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import socket
+import time
 import unittest
 
 from gateway_harness import Gateway, GatewayConfig
-from harness import GpuSim, chat_body, free_port, post_json, request, stream_chat, wait_until, \
-    HttpStatusError, SseStream
+from harness import GpuSim, chat_body, free_port, post_json, request, send_raw, stream_chat, \
+    wait_until, HttpStatusError, SseStream
 
 MODEL = "llama-3.1-8b"
 APP = "https://app.example.com"
@@ -173,6 +178,151 @@ class CorsTest(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assert_no_cors(headers)
         self.assertIsNone(headers.get("Vary"))
+
+
+def parse_reply(raw: bytes) -> tuple[int, dict, dict]:
+    """(status, lower-case headers, JSON body) of the first response in `raw`."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    if not sep:
+        raise AssertionError(f"no response head in {raw!r}")
+    lines = head.decode("latin-1").split("\r\n")
+    headers: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers.setdefault(k.strip().lower(), []).append(v.strip())
+    if "content-length" in headers:
+        body = body[: int(headers["content-length"][0])]
+    return int(lines[0].split(" ")[1]), headers, json.loads(body) if body else {}
+
+
+OPEN_KEY = "sk-cors-open"
+LIMITED_KEY = "sk-cors-limited"
+
+
+class CorsErrorsTest(unittest.TestCase):
+    """Every error a browser can get, from an allowed origin, is readable:
+    the gateway's own answers before routing (400, 401, 404, 408, 413,
+    429) as much as after it (451, 503). The gateway has no 405: an
+    unknown method and path is OpenAI's 404. Answers given before a
+    request head exists (431, a header timeout) cannot know the Origin."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = GpuSim(name="b1", models=[MODEL], ttft_ms=2, token_interval_ms=1, tokens=2)
+        cls.sim.start()
+        try:
+            cfg = config(cls.sim, [APP])
+            cfg.limits = {"max_body_bytes": 4096, "body_timeout_ms": 300}
+            sha = lambda k: hashlib.sha256(k.encode()).hexdigest()  # noqa: E731
+            cfg.tenants = [{"name": "open", "api_key_sha256": [sha(OPEN_KEY)]},
+                           {"name": "limited", "api_key_sha256": [sha(LIMITED_KEY)],
+                            "requests_per_second": 0.001, "burst": 1}]
+            cls.gw = Gateway(cfg)
+            cls.gw.start()
+            cls.gw.wait_until_ready()
+            cls.gw.wait_backend("b1")
+        except BaseException:
+            cls.sim.stop()
+            raise
+        cls.port = cls.gw.listeners[0][0]
+        cls.url = f"http://127.0.0.1:{cls.port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+        cls.sim.stop()
+
+    def raw(self, method: str, path: str, body: bytes = b"", key: str = OPEN_KEY,
+            length: int | None = None, chunked: bool = False) -> bytes:
+        """A request from the allowed origin; `length` announces another
+        Content-Length than the body's; `chunked` sends the body in 1 kB chunks."""
+        if chunked:
+            framing = "Transfer-Encoding: chunked"
+            body = b"".join(b"%x\r\n" % len(body[i:i + 1024]) + body[i:i + 1024] + b"\r\n"
+                            for i in range(0, len(body), 1024)) + b"0\r\n\r\n"
+        else:
+            framing = f"Content-Length: {len(body) if length is None else length}"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: x\r\nOrigin: {APP}\r\n"
+                f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+                f"{framing}\r\nConnection: close\r\n\r\n")
+        return head.encode() + body
+
+    def assert_readable_error(self, reply: bytes, status: int, code: str):
+        got, headers, body = parse_reply(reply)
+        self.assertEqual((got, body.get("error", {}).get("code")), (status, code), reply[:300])
+        self.assertEqual(headers.get("access-control-allow-origin"), [APP], (status, headers))
+        expose = [h.strip() for h in headers.get("access-control-expose-headers", [""])[0].split(",")]
+        self.assertIn("x-request-id", expose, (status, headers))
+        self.assertIn("retry-after", expose, (status, headers))
+        self.assertIn("Origin", headers.get("vary", []), (status, headers))
+
+    def test_errors_before_routing_are_readable(self):
+        chat = json.dumps(chat_body(MODEL)).encode()
+        cases = [
+            ("bad JSON", self.raw("POST", "/v1/chat/completions", b'{"model":'), 400,
+             "invalid_json"),
+            ("no model", self.raw("POST", "/v1/chat/completions", b'{"messages":[]}'), 400,
+             "missing_model"),
+            ("bad key", self.raw("POST", "/v1/chat/completions", chat, key="sk-wrong"), 401,
+             "invalid_api_key"),
+            ("unknown path", self.raw("GET", "/nothing-here"), 404, "not_found"),
+            # What would be a 405 elsewhere: a GET of a POST-only route.
+            ("wrong method", self.raw("GET", "/v1/chat/completions"), 404, "not_found"),
+            ("unknown model", self.raw("POST", "/v1/chat/completions",
+                                       json.dumps(chat_body("no-such-model")).encode()),
+             404, "model_not_found"),
+            # Over max_body_bytes while it arrives (chunked: no length up front).
+            ("body over the limit", self.raw("POST", "/v1/chat/completions",
+                                             json.dumps(chat_body(MODEL, content="x" * 5000))
+                                             .encode(), chunked=True), 413, "body_too_large"),
+        ]
+        for name, raw, status, code in cases:
+            with self.subTest(name):
+                self.assert_readable_error(send_raw(self.url, raw), status, code)
+
+    def test_an_oversized_content_length_413_is_readable(self):
+        # Refused from the head alone (Content-Length over max_body_bytes),
+        # before any body byte is read.
+        reply = send_raw(self.url, self.raw("POST", "/v1/chat/completions", length=1_000_000))
+        self.assert_readable_error(reply, 413, "body_too_large")
+
+    def test_a_rate_limited_429_is_readable(self):
+        chat = json.dumps(chat_body(MODEL)).encode()
+        statuses = []
+        for _ in range(3):
+            reply = send_raw(self.url, self.raw("POST", "/v1/chat/completions", chat,
+                                                key=LIMITED_KEY))
+            statuses.append(parse_reply(reply)[0])
+            if statuses[-1] == 429:
+                self.assert_readable_error(reply, 429, "rate_limited")
+                break
+        self.assertIn(429, statuses)
+
+    def test_a_stalled_body_408_is_readable(self):
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        try:
+            sock.sendall(self.raw("POST", "/v1/chat/completions", b'{"model":', length=200))
+            reply = b""
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                try:
+                    chunk = sock.recv(65536)
+                except socket.timeout:
+                    break
+                if not chunk:
+                    break
+                reply += chunk
+        finally:
+            sock.close()
+        self.assert_readable_error(reply, 408, "body_timeout")
+
+    def test_errors_after_routing_are_readable(self):
+        for model, status, code in (("us-model", 451, "residency_denied"),
+                                    ("dead-model", 503, "no_compliant_backend")):
+            with self.subTest(model):
+                raw = self.raw("POST", "/v1/chat/completions",
+                               json.dumps(chat_body(model)).encode())
+                self.assert_readable_error(send_raw(self.url, raw), status, code)
 
 
 class CorsReloadTest(unittest.TestCase):
