@@ -381,7 +381,9 @@ net::awaitable<void> Session::Run() {
                            "request headers exceed gateway.limits.max_header_bytes");
         linger = true;
       } else if (ec == http::error::body_limit) {
-        co_await SendError(nullptr, ErrorKind::kBodyTooLarge,
+        // An oversized Content-Length: Beast refuses it once the head is
+        // complete, so the answer has the request's fields (CORS, version).
+        co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
                            "request body exceeds gateway.limits.max_body_bytes");
         linger = true;
       } else if (ec == beast::error::timeout) {
