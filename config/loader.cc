@@ -130,7 +130,7 @@ void ReadDocument(const toml::table& root, ReadContext& ctx, Draft& d) {
   ReadRouting(top, d);
   ReadShowback(top, ctx, d);
   ReadCapacity(top, d);
-  ReadTracing(top, d);
+  ReadTracing(top, ctx, d);
   ReadRegions(top, d);
   ReadBackends(top, ctx, d);
   ReadModels(top, d);

@@ -17,7 +17,7 @@ void ReadHealth(TableReader& root, Draft& draft);                      // read_t
 void ReadRouting(TableReader& root, Draft& draft);                     // read_tuning.cc
 void ReadShowback(TableReader& root, ReadContext& ctx, Draft& draft);  // read_showback.cc
 void ReadCapacity(TableReader& root, Draft& draft);                    // read_showback.cc
-void ReadTracing(TableReader& root, Draft& draft);                     // read_tracing.cc
+void ReadTracing(TableReader& root, ReadContext& ctx, Draft& draft);   // read_tracing.cc
 void ReadRegions(TableReader& root, Draft& draft);                     // read_catalog.cc
 void ReadBackends(TableReader& root, ReadContext& ctx, Draft& draft);  // read_catalog.cc
 void ReadModels(TableReader& root, Draft& draft);                      // read_catalog.cc

@@ -179,16 +179,21 @@ struct Capacity {
 /// [tracing]: OpenTelemetry spans over OTLP/HTTP JSON (docs/tracing.md). Off by default.
 struct Tracing {
   bool enabled = false;
-  std::string collector_url;    // as written; http:// only
+  std::string collector_url;    // as written; http:// or https://
+  bool collector_tls = false;   // https://: TLS, the certificate verified, SNI set
   std::string collector_host;   // registered name or IP literal, IPv6 without brackets
-  uint16_t collector_port = 0;  // explicit, else 80
+  uint16_t collector_port = 0;  // explicit, else 80 (443 for https)
   std::string collector_path;   // the URL's path, "/v1/traces" when it has none
+  std::string ca_file;          // CA bundle for an https collector; empty = system store
+  SourcePos tls_at;             // of ca_file, else of collector_url (TLS context problems)
   double sampling_ratio = 1.0;  // 0..1 for traces the gateway starts; parent-based otherwise
   std::string service_name = "geogate";
-  uint32_t batch_size = 512;    // spans per export request (1..10000)
-  Millis batch_interval{1000};  // the longest a finished span waits for its batch
-  uint32_t queue_limit = 8192;  // spans waiting for export; beyond it new spans are dropped
-  Millis export_timeout{2000};  // one export request, connect to response
+  uint32_t batch_size = 512;     // spans per export request (1..10000)
+  Millis batch_interval{1000};   // the longest a finished span waits for its batch
+  uint32_t queue_limit = 8192;   // spans waiting for export; beyond it new spans are dropped
+  Millis export_timeout{2000};   // one export request, connect to response
+  Millis connect_timeout{1000};  // name resolution, TCP connect and TLS handshake (10..60000)
+  Millis flush_timeout{2000};    // at shutdown, for what is still queued; 0 = drop it (0..60000)
 };
 
 struct Region {
