@@ -54,6 +54,16 @@ absl::StatusOr<SslContextPtr> BackendTls(const config::Backend& b, const std::st
                 b.tls_at, file, errors);
 }
 
+absl::StatusOr<SslContextPtr> CollectorTls(const config::Tracing& t, const std::string& file,
+                                           std::vector<config::ConfigError>* errors) {
+  if (!t.enabled || !t.collector_tls) return SslContextPtr();
+  auto ctx = MakeClientContext(t.ca_file, /*verify=*/true);
+  if (ctx.ok()) return ctx;
+  return Report(absl::Status(ctx.status().code(),
+                             absl::StrCat("[tracing] collector: ", ctx.status().message())),
+                t.tls_at, file, errors);
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const routing::MmdbGeoResolver>> OpenGeoDatabase(
@@ -77,6 +87,11 @@ absl::StatusOr<SslContextPtr> OpenBackendTls(const config::Backend& backend,
   return BackendTls(backend, config_file, nullptr);
 }
 
+absl::StatusOr<SslContextPtr> OpenCollectorTls(const config::Tracing& tracing,
+                                               const std::string& config_file) {
+  return CollectorTls(tracing, config_file, nullptr);
+}
+
 std::vector<config::ConfigError> CheckNamedFiles(const config::Snapshot& snap,
                                                  const std::string& config_file) {
   std::vector<config::ConfigError> errors;
@@ -88,6 +103,7 @@ std::vector<config::ConfigError> CheckNamedFiles(const config::Snapshot& snap,
     }
   for (const config::Backend& b : snap.backends)
     if (b.tls) (void)BackendTls(b, config_file, &errors);
+  (void)CollectorTls(snap.tracing, config_file, &errors);
   return errors;
 }
 

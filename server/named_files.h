@@ -1,7 +1,8 @@
 // The files a config snapshot names, opened the one way start-up, every
 // reload and `geogate --check` share: the geo database, the listeners'
-// certificates, keys and session-ticket keys, the https backends' CA files. --check opens
-// exactly what start-up opens (DESIGN.md §8) because both call these.
+// certificates, keys and session-ticket keys, the https backends' and the
+// collector's CA files. --check opens exactly what start-up opens
+// (DESIGN.md §8) because both call these.
 #pragma once
 
 #include <memory>
@@ -37,6 +38,12 @@ absl::StatusOr<std::vector<TicketKey>> OpenTicketKeys(const config::TlsFiles& fi
 /// (or url) on failure.
 absl::StatusOr<SslContextPtr> OpenBackendTls(const config::Backend& backend,
                                              const std::string& config_file);
+
+/// The client context of an https OTLP collector ([tracing]): null for
+/// http:// or tracing off. @return an error at tracing.ca_file (or
+/// collector_url) on failure.
+absl::StatusOr<SslContextPtr> OpenCollectorTls(const config::Tracing& tracing,
+                                               const std::string& config_file);
 
 /// Opens every file above and returns every problem, each at the key that
 /// names the file: what `--check` adds to the loader's errors.

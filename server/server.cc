@@ -305,6 +305,11 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
   rt->backends = health_table_.Bind(*snap);
   rt->tenants = tenant_limits_.Bind(*snap);
   rt->budgets = budgets_.Bind(*snap);
+  // The collector's TLS context, kept for ApplyTracing() when this runtime
+  // is published (which follows a successful build at once).
+  auto collector_tls = OpenCollectorTls(snap->tracing, config_path_);
+  if (!collector_tls.ok()) return collector_tls.status();
+  collector_tls_ = *collector_tls;
   if (snap->tracing.enabled) {
     if (!spans_) spans_ = std::make_shared<tracing::SpanBatcher>(BatchOptionsOf(snap->tracing));
     rt->tracer = std::make_shared<tracing::Tracer>(snap->tracing.sampling_ratio, spans_);
@@ -354,7 +359,9 @@ void Server::ApplyTracing(const config::Snapshot& snap) {
   o.host = t.collector_host;
   o.port = t.collector_port;
   o.path = t.collector_path;
+  o.tls = collector_tls_;
   o.timeout = t.export_timeout;
+  o.connect_timeout = t.connect_timeout;
   o.poll = std::min<std::chrono::milliseconds>(t.batch_interval, std::chrono::milliseconds(50));
   o.resource.service_name = t.service_name;
   o.resource.service_version = GEOGATE_VERSION;
@@ -612,6 +619,15 @@ void Server::DrainTick() {
 }
 
 void Server::Finish() {
+  if (finishing_) {
+    // A second termination signal while the spans are flushed: now.
+    if (flushing_spans_) {
+      span_exporter_->Stop();
+      StopMainLoop();
+    }
+    return;
+  }
+  finishing_ = true;
   if (admin_) admin_->Stop();
   for (auto& w : workers_)
     w->Stop();
@@ -626,7 +642,32 @@ void Server::Finish() {
   tick_timer_.cancel();
   if (health_) health_->Stop();
   if (access_log_) access_log_->Close();
+  // The workers are joined: no span comes any more. What is queued goes to
+  // the collector within tracing.flush_timeout_ms (a forced exit drops it);
+  // the signals stay armed meanwhile, so a second one still ends it now.
+  if (span_exporter_ && !forced_exit_) {
+    flushing_spans_ = true;
+    std::chrono::milliseconds bound = current_->config->tracing.flush_timeout;
+    span_exporter_->Flush(bound, [this, bound](const tracing::FlushOutcome& o) {
+      std::string msg =
+          absl::StrCat("shutdown: sent ", o.sent, " queued span(s) to the collector",
+                       o.dropped > 0 ? absl::StrCat(", dropped ", o.dropped) : "",
+                       o.timed_out ? absl::StrCat(" (flush_timeout_ms ",
+                                                  static_cast<int64_t>(bound.count()), " reached)")
+                                   : "");
+      if (o.dropped > 0)
+        LogWarn("tracing", msg);
+      else if (o.sent > 0)
+        LogInfo("tracing", msg);
+      StopMainLoop();
+    });
+    return;
+  }
   if (span_exporter_) span_exporter_->Stop();
+  StopMainLoop();
+}
+
+void Server::StopMainLoop() {
   boost::system::error_code ec;
   signals_.cancel(ec);
   drain_timer_.cancel();

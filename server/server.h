@@ -91,6 +91,7 @@ class Server {
   void ArmSignals();
   void DrainTick();
   void Finish();
+  void StopMainLoop();
   void ScheduleTick();
   net::awaitable<void> Tick();
   net::awaitable<std::vector<ShowbackBucket>> CollectLedgers(bool all, int64_t now_ms);
@@ -117,6 +118,7 @@ class Server {
   // tracing is first enabled) and the exporter on main_ioc_.
   std::shared_ptr<tracing::SpanBatcher> spans_;
   std::unique_ptr<tracing::OtlpExporter> span_exporter_;
+  SslContextPtr collector_tls_;  // https collector: of the runtime built last
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<AdminServer> admin_;
   RuntimeConstPtr current_;
@@ -130,6 +132,8 @@ class Server {
   std::chrono::steady_clock::time_point drain_started_{};
   bool listeners_closed_ = false;
   bool forced_exit_ = false;
+  bool finishing_ = false;       // Finish() ran
+  bool flushing_spans_ = false;  // ...and waits for the span flush
   int exit_code_ = 0;
 
   std::atomic<uint64_t> reloads_ok_{0};
