@@ -2,19 +2,26 @@
 on loopback receives the gateway's OTLP/HTTP JSON export; the spans' parentage
 (request -> routing, request -> attempt), the client's trace kept, the
 backend's traceparent naming the attempt span, the routing span's residency
-attributes, and a collector that is down costing nothing but counted drops."""
+attributes, and a collector that is down costing nothing but counted drops.
+The export: one keep-alive connection for batch after batch, a collector
+restart survived, an https collector verified against a CA file (SNI
+sent), and the spans still queued at SIGTERM flushed within
+flush_timeout_ms — a stalled collector does not hold the exit."""
 
 from __future__ import annotations
 
 import http.server
 import json
 import re
+import socket
+import ssl
 import threading
 import time
 import unittest
 
 from gateway_harness import Gateway, GatewayConfig
-from harness import GpuSim, InProcessServer, SseStream, chat_body, free_port, post_json, wait_until
+from harness import GpuSim, InProcessServer, SseStream, TlsFiles, chat_body, free_port, \
+    make_tls_files, post_json, wait_until
 
 MODEL = "llama-3.1-8b"
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -23,18 +30,44 @@ TRACEPARENT_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 
 class Collector(InProcessServer):
-    """POST /v1/traces: keeps every span of every export request."""
+    """POST /v1/traces: keeps every span of every export request. HTTP/1.1
+    with keep-alive; counts the connections it accepted (.connections) and
+    can be restarted on the same port, its open connections closed
+    (restart()). tls=TlsFiles serves HTTPS and records the SNI names it was
+    sent (.sni). stall=True reads requests and never answers them."""
 
-    def __init__(self, status: int = 200):
+    def __init__(self, status: int = 200, tls: TlsFiles | None = None, stall: bool = False,
+                 port: int = 0):
         self.spans: list[dict] = []
         self.requests = 0
+        self.connections = 0
+        self.sni: list[str | None] = []
         self.lock = threading.Lock()
         self.status = status
+        self.tls = tls
+        self.stall = stall
+        self.released = threading.Event()
+        self.open_socks: list = []
+        self._build(port)
+
+    def _build(self, port: int) -> None:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                with outer.lock:
+                    outer.connections += 1
+                    outer.open_socks.append(self.connection)
+
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if outer.stall:
+                    outer.released.wait(60)
+                    self.close_connection = True
+                    return
                 ok = self.path == "/v1/traces" and \
                     self.headers.get("Content-Type") == "application/json"
                 with outer.lock:
@@ -48,6 +81,7 @@ class Collector(InProcessServer):
                                     span["_resource"] = res
                                     outer.spans.append(span)
                 self.send_response(outer.status if ok else 400)
+                self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"{}")
@@ -55,7 +89,42 @@ class Collector(InProcessServer):
             def log_message(self, *args):
                 pass
 
-        self.serve(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        if self.tls is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(self.tls.cert, self.tls.key)
+
+            def record_sni(sock, name, _ctx):
+                with self.lock:
+                    self.sni.append(name)
+            ctx.sni_callback = record_sni
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        self.serve(server)
+        scheme = "https" if self.tls is not None else "http"
+        self.url = f"{scheme}://{'localhost' if self.tls else '127.0.0.1'}:{server.server_address[1]}"
+
+    def close_connections(self) -> None:
+        with self.lock:
+            socks, self.open_socks = self.open_socks, []
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        self.released.set()
+        super().stop()
+        self.close_connections()
+
+    def restart(self) -> None:
+        """Down and up again on the same port, as a collector's restart."""
+        port = self.server.server_address[1]
+        self.server.shutdown()
+        self.server.server_close()
+        self.close_connections()
+        self._build(port)
+        self.thread.start()
 
     def trace(self, trace_id: str) -> list[dict]:
         with self.lock:
@@ -262,6 +331,112 @@ class TracingTest(unittest.TestCase):
         self.assertTrue(tp[0].endswith("-00"), tp[0])
         time.sleep(0.5)  # ten batch intervals: a span would have been exported
         self.assertEqual(len(collector.spans), before)
+
+    # ------------------------------------------------------------- export --
+    def traced_request(self, gw: Gateway, n: int) -> str:
+        """One chat request in a client trace of its own; @return the trace id."""
+        trace_id = f"{n:032x}"
+        status, _, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                 headers={"traceparent": f"00-{trace_id}-{CLIENT_PARENT}-01"})
+        self.assertEqual(status, 200)
+        return trace_id
+
+    def test_batches_share_one_keep_alive_connection(self):
+        collector = Collector().start(self)
+        eu = self.start_sim("eu-1", "eu-west")
+        gw = self.start_gateway(self.config(collector.url, eu))
+        traces = []
+        for i in range(1, 6):
+            traces.append(self.traced_request(gw, i))
+            # Each request's spans go in a batch of their own (50 ms interval).
+            self.assertTrue(wait_until(lambda: len(collector.trace(traces[-1])) >= 3, timeout=10))
+        self.assertGreaterEqual(collector.requests, 5)
+        self.assertEqual(collector.connections, 1)
+        self.assertEqual(gw.metric("geogate_trace_spans_dropped_total"), 0)
+
+    def test_export_resumes_after_the_collector_restarts(self):
+        collector = Collector().start(self)
+        eu = self.start_sim("eu-1", "eu-west")
+        gw = self.start_gateway(self.config(collector.url, eu))
+        before = self.traced_request(gw, 1)
+        self.assertTrue(wait_until(lambda: len(collector.trace(before)) >= 3, timeout=10))
+        self.assertEqual(collector.connections, 1)
+        # The collector goes down and comes back on the same port: the kept
+        # connection is dead, the next batch goes over a new one.
+        collector.restart()
+        after = [self.traced_request(gw, n) for n in (2, 3)]
+        self.assertTrue(wait_until(lambda: all(len(collector.trace(t)) >= 3 for t in after),
+                                   timeout=10), f"spans received: {len(collector.spans)}")
+        self.assertGreaterEqual(collector.connections, 2)
+
+    def test_https_collector_verified_against_the_ca_file(self):
+        tls = make_tls_files()
+        collector = Collector(tls=tls).start(self)
+        eu = self.start_sim("eu-1", "eu-west")
+        cfg = self.config(collector.url, eu)  # https://localhost:PORT
+        cfg.tracing["ca_file"] = tls.ca_cert
+        gw = self.start_gateway(cfg)
+        trace_id = self.traced_request(gw, 1)
+        self.assertTrue(wait_until(lambda: len(collector.trace(trace_id)) >= 3, timeout=10),
+                        gw.stderr_text()[-2000:])
+        self.assertIn("localhost", collector.sni)
+        gw.stop()
+
+        # Without the CA file the system's CAs do not know this certificate:
+        # nothing is exported, every span is counted as dropped.
+        del cfg.tracing["ca_file"]
+        gw = self.start_gateway(cfg)
+        got = len(collector.spans)
+        self.traced_request(gw, 2)
+        self.assertTrue(wait_until(
+            lambda: gw.metric("geogate_trace_spans_dropped_total", reason="export_failed") >= 3,
+            timeout=10))
+        self.assertEqual(len(collector.spans), got)
+        self.assertIn("certificate verify failed", gw.stderr_text())
+
+    def shutdown_config(self, collector_url: str, sim: GpuSim, flush_ms: int) -> GatewayConfig:
+        cfg = self.config(collector_url, sim)
+        # Nothing is due before the shutdown: only the flush can send it.
+        cfg.tracing.update({"batch_interval_ms": 60000, "flush_timeout_ms": flush_ms,
+                            "export_timeout_ms": 30000})
+        cfg.upstream = {"drain_delay_ms": 0, "drain_timeout_ms": 1000}
+        return cfg
+
+    def test_spans_queued_at_sigterm_are_flushed(self):
+        collector = Collector().start(self)
+        eu = self.start_sim("eu-1", "eu-west")
+        gw = self.start_gateway(self.shutdown_config(collector.url, eu, 5000))
+        traces = [self.traced_request(gw, n) for n in (1, 2)]
+        time.sleep(0.2)
+        self.assertEqual(collector.spans, [])  # still queued
+        self.assertEqual(gw.terminate(timeout=15), 0)
+        for t in traces:
+            self.assertEqual(len(collector.trace(t)), 3, collector.spans)
+        self.assertIn("shutdown: sent 6 queued span(s) to the collector", gw.stderr_text())
+
+    def test_a_stalled_collector_does_not_hold_the_exit(self):
+        collector = Collector(stall=True).start(self)
+        eu = self.start_sim("eu-1", "eu-west")
+        gw = self.start_gateway(self.shutdown_config(collector.url, eu, 500))
+        self.traced_request(gw, 1)
+        started = time.monotonic()
+        # The collector would hold the export for 60 s, the export timeout
+        # is 30 s: the flush's 500 ms bound is what ends it.
+        rc = gw.terminate(timeout=20)
+        elapsed = time.monotonic() - started
+        self.assertEqual(rc, 0)
+        self.assertLess(elapsed, 15)
+        self.assertIn("dropped 3 (flush_timeout_ms 500 reached)", gw.stderr_text())
+
+    def test_flush_timeout_zero_drops_at_once(self):
+        collector = Collector().start(self)
+        eu = self.start_sim("eu-1", "eu-west")
+        gw = self.start_gateway(self.shutdown_config(collector.url, eu, 0))
+        self.traced_request(gw, 1)
+        self.assertEqual(gw.terminate(timeout=15), 0)
+        self.assertEqual(collector.spans, [])
+        self.assertIn("shutdown: sent 0 queued span(s) to the collector, dropped 3",
+                      gw.stderr_text())
 
 
 if __name__ == "__main__":
