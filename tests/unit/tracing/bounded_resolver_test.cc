@@ -105,7 +105,7 @@ TEST_CASE("a hanging lookup times out, and starts no second thread", "[tracing][
   CHECK(gate->Started() == 2);
 }
 
-TEST_CASE("Cancel ends a waiting lookup; Abandon every later one", "[tracing][resolver]") {
+TEST_CASE("Cancel ends a waiting lookup, Abandon every later one", "[tracing][resolver]") {
   net::io_context ioc;
   auto gate = std::make_shared<Gate>();
   BoundedResolver r(ioc.get_executor(), Held(gate));
