@@ -5,8 +5,9 @@
 // fragment ('#'), a path carrying an encoded '/', '.' or NUL (%2F, %2E, %00 in
 // any case), and a path that normalisation takes outside /v1/.
 //
-// The ordinary target ("/v1/chat/completions", no '%', no "/.") is already
-// normal: it is parsed (no allocation) and returned as it is.
+// The ordinary target ("/v1/chat/completions": unreserved characters and
+// '/', no "/.") is already normal: it is returned as it is, without a parse;
+// one with a '%' or a "/." is parsed (no allocation) and normalised.
 #pragma once
 
 #include <optional>

@@ -47,6 +47,18 @@ TEST_CASE("request target: an ordinary path is used as it is, without a copy",
   }
 }
 
+TEST_CASE("request target: unreserved characters alone do not skip dot-segment removal",
+          "[gateway][target]") {
+  // The copy-free path takes only targets of unreserved characters and '/'
+  // without a "/.": a trailing or inner dot segment is still removed.
+  CHECK(Run("/v1/chat/x/..").path == "/v1/chat/");
+  CHECK(Run("/v1/chat/./completions").path == "/v1/chat/completions");
+  Outcome dotted = Run("/v1/a.b/c~d_e-f");
+  REQUIRE(dotted.ok);
+  CHECK(dotted.target == "/v1/a.b/c~d_e-f");
+  CHECK(Run("/v1/.well-known").path == "/v1/.well-known");
+}
+
 TEST_CASE("request target: dot segments inside /v1/ are removed", "[gateway][target]") {
   struct Case {
     std::string_view in, path;
