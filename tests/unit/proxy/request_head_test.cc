@@ -54,6 +54,17 @@ TEST_CASE("request head: a Host value that is not host[:port] is refused", "[hea
   }
 }
 
+TEST_CASE("request head: a Host of plain characters is checked like any other", "[headers][head]") {
+  // Unreserved characters with an optional port of digits pass without a
+  // parse; anything else (a second ':', a port with a letter) still meets it.
+  for (std::string_view good : {"a_b~c-d.example", "edge.example.com:", ":8080", "10.0.0.1:0"})
+    CHECK_FALSE(Refused(WithHost(good)));
+  for (std::string_view bad : {"edge.example.com:80:90", "edge.example.com:8a", "h:80@x"}) {
+    INFO(bad);
+    CHECK(Refused(WithHost(bad)) == ErrorKind::kBadRequest);
+  }
+}
+
 TEST_CASE("request head: a repeated Authorization or x-geogate-residency is refused",
           "[headers][head]") {
   Fields one = WithHost();
