@@ -25,7 +25,9 @@ Every variant is a Release build of `geogate` in build-ab/<variant>
 `--posts` non-streaming chat completions and `--streams` 64-token SSE
 streams, each spread over `--conns` keep-alive connections that each send
 their next request when the last answer is in, against gpusim with no
-delays, one worker. Counting instructions and syscalls, not time, makes the
+delays, one worker; phase `burst` is `--streams` more 64-token streams
+from geogate-responder, each in one write (the client asks for the usage
+chunk, as the wrk tool's burst row does). Counting instructions and syscalls, not time, makes the
 figures independent of how loaded the machine is; the upstream's speed
 does not enter them (only the gateway process is counted). Both phases
 follow a warm-up, so start-up and first-touch costs are left out.
@@ -121,6 +123,14 @@ models = ["sse"]
 gpu = "L4"
 capacity = 1000000
 
+[[backends]]
+name = "burst"
+region = "r"
+url = "http://127.0.0.1:{up_burst}"
+models = ["burst"]
+gpu = "L4"
+capacity = 1000000
+
 [[residency]]
 name = "anywhere"
 allow_regions = ["r"]
@@ -193,6 +203,7 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> Non
         try:
             drive(port, "fast", False, 1, 1)
             drive(port, "sse", True, 1, 1)
+            drive(port, "burst", True, 1, 1)
             return
         except (RuntimeError, OSError):
             if time.time() > end or proc.poll() is not None:
@@ -205,8 +216,11 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> Non
 
 
 def body(model: str, stream: bool) -> bytes:
-    return json.dumps({"model": model, "stream": stream, "max_tokens": 16 if not stream else SSE_TOKENS,
-                       "messages": [{"role": "user", "content": "Count."}]}).encode()
+    b = {"model": model, "stream": stream, "max_tokens": 16 if not stream else SSE_TOKENS,
+         "messages": [{"role": "user", "content": "Count."}]}
+    if model == "burst":  # as the wrk tool's burst row: the client asks for the usage chunk too
+        b["stream_options"] = {"include_usage": True}
+    return json.dumps(b).encode()
 
 
 async def one_conn(port: int, model: str, stream: bool, count: int) -> None:
@@ -299,16 +313,21 @@ def strace_total(path: str) -> int:
 
 
 def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
-    port, admin, up_fast, up_sse = (free_port() for _ in range(4))
+    port, admin, up_fast, up_sse, up_burst = (free_port() for _ in range(5))
+    responder = os.path.join(build_dir("base"), "bench", "responder", "geogate-responder")
     sims = [subprocess.Popen([gpusim, "--listen", f"127.0.0.1:{p}", "--name", name, "--threads", "1",
                               "--rtt-ms", "0", "--idle-timeout-ms", "600000", "--models", name,
                               "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", str(tokens)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for p, name, tokens in ((up_fast, "fast", 16), (up_sse, "sse", SSE_TOKENS))]
+    # The burst phase's upstream: the whole 64-token stream in one write.
+    sims.append(subprocess.Popen([responder, "--listen", f"127.0.0.1:{up_burst}", "--name", "burst",
+                                  "--model", "burst", "--answer", "stream", "--tokens", str(SSE_TOKENS)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     d = tempfile.mkdtemp(dir=work, prefix=f"{variant}-{tool}-")
     conf = os.path.join(d, "geogate.toml")
     with open(conf, "w") as f:
-        f.write(CONFIG.format(port=port, admin=admin, up_fast=up_fast, up_sse=up_sse))
+        f.write(CONFIG.format(port=port, admin=admin, up_fast=up_fast, up_sse=up_sse, up_burst=up_burst))
     gw = [gateway_binary(variant), "--config", conf]
     if tool == "callgrind":
         gw = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
@@ -317,15 +336,17 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
     proc = subprocess.Popen(gw, cwd=d, stdout=log, stderr=log)
     rows = {}
     try:
-        for p in (up_fast, up_sse):
-            wait_port(p, sims[0])
+        for p, sim in zip((up_fast, up_sse, up_burst), sims):
+            wait_port(p, sim)
         wait_port(port, proc)
         wait_healthy(port, proc)
         # Warm-up: pools, caches and lazily built state, then counting starts.
         drive(port, "fast", False, args.conns * 4, args.conns)
         drive(port, "sse", True, args.conns * 2, args.conns)
+        drive(port, "burst", True, args.conns * 2, args.conns)
         for phase, model, stream, n in (("post", "fast", False, args.posts),
-                                        ("sse", "sse", True, args.streams)):
+                                        ("sse", "sse", True, args.streams),
+                                        ("burst", "burst", True, args.streams)):
             if phase not in args.phases.split(","):
                 continue
             if tool == "callgrind":
@@ -415,7 +436,7 @@ def measure_wrk(variant: str, args, work: str, up: dict, bodies: dict) -> dict:
     d = tempfile.mkdtemp(dir=work, prefix=f"{variant}-wrk-")
     conf = os.path.join(d, "geogate.toml")
     with open(conf, "w") as f:
-        f.write(CONFIG.format(port=port, admin=admin, up_fast=up["fast"], up_sse=up["sse"]))
+        f.write(CONFIG.format(port=port, admin=admin, up_fast=up["fast"], up_sse=up["sse"], up_burst=up["sse"]))
     gw = ["taskset", "-c", "1", os.path.join(build_dir(variant), "server", "geogate"), "--config", conf]
     log = open(os.path.join(d, "gateway.log"), "w")
     proc = subprocess.Popen(gw, cwd=d, stdout=log, stderr=log)
@@ -533,7 +554,9 @@ def main() -> int:
     ap.add_argument("--conns", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3, help="wrk tool: rounds, the variants interleaved")
     ap.add_argument("--duration", type=int, default=10, help="wrk tool: seconds per run")
-    ap.add_argument("--phases", default="post,sse", help="callgrind and strace: phases (post, sse)")
+    ap.add_argument("--phases", default="post,sse,burst",
+                    help="callgrind and strace: phases (post, sse; burst: the sse phase's streams "
+                    "from geogate-responder in one write, the client asking for usage too)")
     ap.add_argument("--wrk-rows", default="post,burst",
                     help="wrk tool: rows (post, burst; ROW:N for N connections instead of --wrk-conns)")
     ap.add_argument("--wrk-conns", type=int, default=64, help="wrk tool: connections")
