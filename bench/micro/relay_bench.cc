@@ -10,6 +10,21 @@
 //                 gateway asked for the usage chunk, the client did not),
 //                 `pass` when the client asked for it too;
 //   FindKeys    - the one-pass key scan inside Observe, alone.
+// and per whole stream that arrives in one write (the `burst` rows of
+// bench/compare and bench/ab: geogate-responder's 64-token chat stream,
+// gpusim's bytes, one chunk per event), split only where the relay's
+// buffers split it (kUpstreamReadBytes per read, kRelayBufferBytes per
+// parse):
+//   BurstParse   - ParseBufferedBody over the whole chunked stream: the
+//                  de-chunking copy into the relay buffer (the relay's
+//                  per-byte work that any HTTP/1.1 proxy re-framing a
+//                  chunked body does);
+//   BurstObserve - SseObserver::Filter and Finish over the de-chunked
+//                  stream: the SSE scanning that accounting needs (usage,
+//                  content events, token gaps; `strip` also drops the
+//                  usage chunk), the one cost a byte relay does not have;
+//   BurstCopy    - a memcpy of the de-chunked bytes: a floor per byte
+//                  moved through user space, for scale.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -17,15 +32,19 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include "bench/gpusim/options.h"
+#include "bench/gpusim/responses.h"
 #include "common/block_cache.h"
 #include "proxy/relay_parse.h"
 #include "proxy/sse_observer.h"
 #include "proxy/sse_scan.h"
+#include "proxy/upstream_connector.h"
 #include "proxy/worker.h"
 
 namespace {
@@ -33,6 +52,7 @@ namespace {
 namespace http = boost::beast::http;
 using geogate::gateway::FindSseEventKeys;
 using geogate::gateway::kRelayBufferBytes;
+using geogate::gateway::kUpstreamReadBytes;
 using geogate::gateway::ParseBufferedBody;
 using geogate::gateway::SseObserver;
 using Parser = http::response_parser<http::buffer_body, geogate::gateway::PooledAllocator<char>>;
@@ -114,6 +134,142 @@ void BM_FindKeys(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * data.size()));
 }
 BENCHMARK(BM_FindKeys);
+
+// geogate-responder's `--answer stream --tokens 64` body: chunked, one
+// chunk per event (64 tokens, the finish, usage, [DONE]), the last chunk.
+std::string BurstBody() {
+  gpusim::Options o;
+  o.name = "burst";
+  o.models = {"burst"};
+  const gpusim::ResponseFactory factory(o);
+  gpusim::GenerationRequest r;
+  r.completion_tokens = 64;
+  r.stream = true;
+  r.include_usage = true;
+  gpusim::SseWriter sse;
+  sse.begin(factory, r, "chatcmpl-responder", 0, /*chunked=*/true);
+  std::string body;
+  for (int64_t i = 0; i < r.completion_tokens; ++i)
+    body += sse.token(i);
+  body += sse.finish();
+  body += sse.usage(r.prompt_tokens, r.completion_tokens);
+  body += sse.done();
+  return body;
+}
+
+const std::string kBurstHead =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+// The stream de-chunked, in the pieces the relay hands the observer: one
+// per upstream read of kUpstreamReadBytes (the first read also carries the
+// head), each at most kRelayBufferBytes. Also checks the parse.
+std::vector<std::string> BurstPieces(const std::string& body) {
+  std::vector<std::string> pieces;
+  Parser parser;
+  parser.body_limit(boost::none);
+  boost::beast::flat_buffer in;
+  boost::system::error_code ec;
+  std::string wire = kBurstHead + body;
+  std::vector<char> relay(kRelayBufferBytes);
+  size_t at = 0;
+  bool head = true;
+  while (!parser.is_done() && at < wire.size()) {
+    size_t n = std::min(kUpstreamReadBytes, wire.size() - at);
+    auto space = in.prepare(n);
+    std::memcpy(space.data(), wire.data() + at, n);
+    in.commit(n);
+    at += n;
+    if (head) {
+      in.consume(parser.put(in.data(), ec));
+      head = false;
+    }
+    for (;;) {
+      size_t got = ParseBufferedBody(parser, in, relay.data(), relay.size(), 0, ec);
+      if (ec) return {};
+      if (got == 0) break;
+      pieces.emplace_back(relay.data(), got);
+    }
+  }
+  if (!parser.is_done()) return {};
+  return pieces;
+}
+
+void BM_BurstParse(benchmark::State& state) {
+  const std::string wire = kBurstHead + BurstBody();
+  std::vector<char> relay(kRelayBufferBytes);
+  size_t out = 0;
+  for (auto _ : state) {
+    Parser parser;
+    parser.body_limit(boost::none);
+    boost::beast::flat_buffer in;
+    in.reserve(kUpstreamReadBytes);
+    boost::system::error_code ec;
+    size_t at = 0;
+    bool head = true;
+    out = 0;
+    while (!parser.is_done() && at < wire.size()) {
+      size_t n = std::min(kUpstreamReadBytes, wire.size() - at);
+      auto space = in.prepare(n);
+      std::memcpy(space.data(), wire.data() + at, n);
+      in.commit(n);
+      at += n;
+      if (head) {
+        in.consume(parser.put(in.data(), ec));
+        head = false;
+      }
+      for (size_t got; (got = ParseBufferedBody(parser, in, relay.data(), relay.size(), 0, ec)) != 0;)
+        out += got;
+    }
+    if (ec || !parser.is_done()) {
+      state.SkipWithError("the burst did not parse");
+      break;
+    }
+    benchmark::DoNotOptimize(relay.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * wire.size()));
+  state.counters["body_bytes"] = static_cast<double>(out);
+}
+BENCHMARK(BM_BurstParse);
+
+void BM_BurstObserve(benchmark::State& state) {
+  bool client_wants_usage = state.range(0) != 0;
+  const std::vector<std::string> pieces = BurstPieces(BurstBody());
+  size_t bytes = 0;
+  for (const auto& p : pieces)
+    bytes += p.size();
+  auto now = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    SseObserver observer(/*sse=*/true, client_wants_usage);
+    for (const auto& p : pieces)
+      benchmark::DoNotOptimize(observer.Filter(p, now));
+    benchmark::DoNotOptimize(observer.Finish(now));
+    if (observer.completion_tokens() != 64 || !observer.usage_seen()) {
+      state.SkipWithError("the burst was not accounted");
+      break;
+    }
+    now += std::chrono::microseconds(50);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["pieces"] = static_cast<double>(pieces.size());
+  state.SetLabel(client_wants_usage ? "pass" : "strip");
+}
+BENCHMARK(BM_BurstObserve)->Arg(0)->Arg(1);
+
+void BM_BurstCopy(benchmark::State& state) {
+  const std::vector<std::string> pieces = BurstPieces(BurstBody());
+  std::vector<char> out(kRelayBufferBytes);
+  size_t bytes = 0;
+  for (const auto& p : pieces)
+    bytes += p.size();
+  for (auto _ : state) {
+    for (const auto& p : pieces) {
+      std::memcpy(out.data(), p.data(), p.size());
+      benchmark::ClobberMemory();
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_BurstCopy);
 
 }  // namespace
 
