@@ -58,11 +58,23 @@ class ClientWriter {
   /// may be empty) as a last data chunk, then the terminating chunk.
   /// Nothing for a body not chunked. @return false when the client is gone.
   boost::asio::awaitable<bool> End(std::string_view rest);
+  /// TryWrite of the body's last bytes and its end in one gather write:
+  /// `head` (when not empty), `data` and `rest` (what the observer held
+  /// back) as one chunk, then the terminating chunk. Not chunked: `data`
+  /// and `rest` as they are. The bytes that reach the client are those of
+  /// TryWrite(head, data) followed by End(rest), framed in one chunk
+  /// instead of two, in one system call instead of two.
+  /// @return true when all of it went; otherwise Flush writes the rest,
+  /// and data_reached() says whether `data` got out before a failure.
+  bool TryWriteLast(std::string_view head, std::string_view data, std::string_view rest);
+  /// After a failed Flush of TryWriteLast: whether everything up to the
+  /// end of `data` reached the socket (so only the end was lost).
+  bool data_reached() const { return done_ >= data_end_; }
 
   /// The pieces TryWrite would write for `head` and `data` (tests, and
   /// TryWrite itself). @return how many of `out` are used.
   size_t Frame(std::string_view head, std::string_view data,
-               std::array<boost::asio::const_buffer, 4>& out);
+               std::array<boost::asio::const_buffer, 6>& out);
 
  private:
   void Count(size_t n);
@@ -75,10 +87,14 @@ class ClientWriter {
   uint64_t& worker_bytes_;
   bool chunked_ = false;
   // The write in progress: its pieces, their size, and what went at once.
-  std::array<boost::asio::const_buffer, 4> bufs_;
+  std::array<boost::asio::const_buffer, 6> bufs_;
   size_t count_ = 0;
   size_t total_ = 0;
   size_t sent_ = 0;
+  // TryWriteLast: where its `data` ends in the write, and what of the
+  // write reached the socket.
+  size_t data_end_ = 0;
+  size_t done_ = 0;
   char size_line_[24];
 };
 

@@ -240,9 +240,12 @@ class ProxyCall {
                                                      std::span<const net::const_buffer> bufs,
                                                      size_t sent);
   /// Relayed bytes through the observer (which may hold some back or take
-  /// the TTFT), then offered to the client with `head` before them.
+  /// the TTFT), then offered to the client with `head` before them; when
+  /// they are the body's `last`, with what the observer held back and the
+  /// end of the body in the same write.
   /// @return false when some is left for client_out_.Flush().
-  bool WriteToClientNow(std::string_view data, ResponseHead* head, SseObserver& observer);
+  bool WriteToClientNow(std::string_view data, ResponseHead* head, SseObserver& observer,
+                        bool last);
   net::awaitable<bool> FailAll(const AttemptResult& last);
   net::awaitable<bool> Fail(ErrorKind kind, std::string_view message, int retry_after = -1);
   void ReportFailure(size_t backend, FailureReason reason);
@@ -651,15 +654,25 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
 
   client_out_.set_chunked(chunked);
   relay_lease_.Retake();  // held already when the head came with body bytes
-  bool written = WriteToClientNow(std::string_view(relay_lease_.data(), first), &head, observer);
-  if (!written) written = co_await client_out_.Flush();
-  if (!written) co_return ClientLeft(backend, observer);
+  // The relay buffer's bytes not yet written: the body's last ones, with
+  // the head still before them when the whole body came with it, go out
+  // with the end of the body in one write (below the loop).
+  size_t got = first;
+  ResponseHead* last_head = &head;
+  if (!parser.is_done()) {
+    bool written =
+        WriteToClientNow(std::string_view(relay_lease_.data(), first), &head, observer, false);
+    if (!written) written = co_await client_out_.Flush();
+    if (!written) co_return ClientLeft(backend, observer);
+    got = 0;
+    last_head = nullptr;
+  }
 
   while (!parser.is_done()) {
     // Bytes left over from the last read (more than one relay buffer) go
     // out before reading again.
     boost::system::error_code ec;
-    size_t got = DrainBuffered(conn, parser, 0, ec);
+    got = DrainBuffered(conn, parser, 0, ec);
     if (!ec && got == 0 && !parser.is_done()) {
       watch_.Start();
       wd_.Guard(&conn.stream, Now() + up_cfg_.stream_idle_timeout);
@@ -701,13 +714,19 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       AccountTokens(backend, observer);
       co_return r;
     }
-    if (got == 0) continue;
-    written = WriteToClientNow(std::string_view(relay_lease_.data(), got), nullptr, observer);
+    if (got == 0 || parser.is_done()) continue;  // the last bytes go with the end
+    bool written =
+        WriteToClientNow(std::string_view(relay_lease_.data(), got), nullptr, observer, false);
     if (!written) written = co_await client_out_.Flush();
     if (!written) co_return ClientLeft(backend, observer);
   }
-  std::string_view rest = observer.Finish(Now());  // also reads a JSON body's usage
-  if (!co_await client_out_.End(rest)) {
+  // The last bytes and the end of the body (observer.Finish, which also
+  // reads a JSON body's usage), one write.
+  bool ended =
+      WriteToClientNow(std::string_view(relay_lease_.data(), got), last_head, observer, true);
+  if (!ended) ended = co_await client_out_.Flush();
+  if (!ended) {
+    if (!client_out_.data_reached()) co_return ClientLeft(backend, observer);
     keep_alive = false;
     ctx_.outcome = RequestOutcome::kClientClosed;  // the end of the body never reached it
   }
@@ -782,14 +801,18 @@ net::awaitable<boost::system::error_code> ProxyCall::SendRest(
   co_return ec;
 }
 
-bool ProxyCall::WriteToClientNow(std::string_view data, ResponseHead* head, SseObserver& observer) {
+bool ProxyCall::WriteToClientNow(std::string_view data, ResponseHead* head, SseObserver& observer,
+                                 bool last) {
   std::string_view out = observer.Filter(data, Now());
+  std::string_view rest = last ? observer.Finish(Now()) : std::string_view();
   if (ttft_from_ != Clock::time_point{} && observer.first_content_at() != Clock::time_point{}) {
     ctx_.ttft_ms = MillisSince(ctx_.start, observer.first_content_at());
     LearnTtft(ctx_.backend, ttft_from_, observer.first_content_at());
     ttft_from_ = {};
   }
-  return client_out_.TryWrite(head != nullptr ? head->text() : std::string_view(), out);
+  std::string_view head_text = head != nullptr ? head->text() : std::string_view();
+  return last ? client_out_.TryWriteLast(head_text, out, rest)
+              : client_out_.TryWrite(head_text, out);
 }
 
 void ProxyCall::LearnTtft(size_t backend, Clock::time_point t0, Clock::time_point t_first) {

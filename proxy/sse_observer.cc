@@ -237,15 +237,16 @@ std::string_view SseObserver::Finish(Clock::time_point now) {
     json_body_.clear();
     return {};
   }
-  out_.clear();
+  // Returned from tail_, so what the last Filter returned (a view of out_,
+  // perhaps) stays valid: the relay writes both at once.
   if (strip_usage_ && !tail_.empty()) {
-    out_.swap(tail_);
     // A final event without its blank line still counts (and may be the
     // usage-only chunk to drop).
-    if (!OnEvent(out_, now)) out_.clear();
+    if (!OnEvent(tail_, now)) tail_.clear();
+    return tail_;
   }
   tail_.clear();
-  return out_;
+  return {};
 }
 
 }  // namespace geogate::gateway

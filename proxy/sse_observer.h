@@ -48,6 +48,7 @@ class SseObserver {
   ///         the observer's own buffer, valid until the next call).
   std::string_view Filter(std::string_view data, Clock::time_point now);
   /// End of body (at `now`): whatever was held back, and final accounting.
+  /// The view the last Filter returned stays valid beside the one returned.
   std::string_view Finish(Clock::time_point now);
 
   int64_t prompt_tokens() const { return prompt_tokens_; }

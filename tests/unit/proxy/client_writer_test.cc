@@ -106,7 +106,7 @@ TEST_CASE("client writer: a write the client's socket fails says so", "[client_w
 
 TEST_CASE("client writer: framing pieces", "[client_writer]") {
   WriterFixture f;
-  std::array<net::const_buffer, 4> bufs;
+  std::array<net::const_buffer, 6> bufs;
   CHECK(f.writer->Frame({}, "", bufs) == 0);
   CHECK(f.writer->Frame(kHead, "", bufs) == 1);
   CHECK(f.writer->Frame(kHead, "ab", bufs) == 2);  // not chunked: head, data
@@ -114,4 +114,49 @@ TEST_CASE("client writer: framing pieces", "[client_writer]") {
   CHECK(f.writer->Frame({}, "ab", bufs) == 3);  // size line, data, CRLF
   CHECK(f.writer->Frame(kHead, "ab", bufs) == 4);
   CHECK(std::string_view(static_cast<const char*>(bufs[1].data()), bufs[1].size()) == "2\r\n");
+}
+
+TEST_CASE("client writer: the last bytes and the end in one write, as TryWrite then End",
+          "[client_writer]") {
+  // The same body as a write of the data and End(rest); one chunk for both.
+  struct Case {
+    std::string_view head, data, rest, expected;
+  };
+  const Case cases[] = {
+      {kHead, "data: a\n\n", "data: [DONE]\n\n", "17\r\ndata: a\n\ndata: [DONE]\n\n\r\n0\r\n\r\n"},
+      {{}, "data: a\n\n", "", "9\r\ndata: a\n\n\r\n0\r\n\r\n"},
+      {{}, "", "data: b\n\n", "9\r\ndata: b\n\n\r\n0\r\n\r\n"},
+      {{}, "", "", "0\r\n\r\n"},  // no empty data chunk before the last one
+      {kHead, "", "", "0\r\n\r\n"},
+  };
+  for (const Case& c : cases) {
+    WriterFixture f;
+    f.writer->set_chunked(true);
+    bool done = f.writer->TryWriteLast(c.head, c.data, c.rest) || f.Run(f.writer->Flush());
+    REQUIRE(done);
+    std::string expected = std::string(c.head) + std::string(c.expected);
+    CHECK(f.client.str() == expected);
+    CHECK(f.request_bytes == expected.size());
+    CHECK(f.worker_bytes == expected.size());
+  }
+}
+
+TEST_CASE("client writer: the last bytes of a body not chunked go as they came, with no end",
+          "[client_writer]") {
+  WriterFixture f;
+  constexpr std::string_view head = "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n";
+  bool done = f.writer->TryWriteLast(head, "{\"answer\":42}", "") || f.Run(f.writer->Flush());
+  REQUIRE(done);
+  CHECK(f.client.str() == std::string(head) + "{\"answer\":42}");
+  CHECK(f.request_bytes == head.size() + 13);
+}
+
+TEST_CASE("client writer: a last write the client's socket fails says so", "[client_writer]") {
+  WriterFixture f(/*failing=*/2);
+  f.writer->set_chunked(true);
+  CHECK(f.Write(kHead, "data: a\n\n"));
+  uint64_t counted = f.request_bytes;
+  CHECK_FALSE((f.writer->TryWriteLast({}, "data: b\n\n", "") || f.Run(f.writer->Flush())));
+  CHECK_FALSE(f.writer->data_reached());  // the data was lost too, not only the end
+  CHECK(f.request_bytes == counted);
 }

@@ -249,3 +249,14 @@ TEST_CASE("Responses JSON body: usage.input_tokens and usage.output_tokens", "[s
   CHECK(o.completion_tokens() == 8);
   CHECK_FALSE(o.estimated());
 }
+
+TEST_CASE("stripping: the last Filter's bytes stay valid beside what Finish returns", "[sse]") {
+  // The relay writes both in one write: Finish must not reuse the buffer
+  // the kept events were copied into when the usage chunk was dropped.
+  SseObserver o(true, false);
+  std::string_view kept = o.Filter(Token(0) + kUsage + "data: [DONE]", Clock::time_point{});
+  std::string_view rest = o.Finish(Clock::time_point{} + std::chrono::milliseconds(1));
+  CHECK(std::string(kept) == Token(0));
+  CHECK(std::string(rest) == "data: [DONE]");
+  CHECK(o.usage_seen());
+}
