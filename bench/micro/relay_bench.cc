@@ -217,7 +217,8 @@ void BM_BurstParse(benchmark::State& state) {
         in.consume(parser.put(in.data(), ec));
         head = false;
       }
-      for (size_t got; (got = ParseBufferedBody(parser, in, relay.data(), relay.size(), 0, ec)) != 0;)
+      for (size_t got;
+           (got = ParseBufferedBody(parser, in, relay.data(), relay.size(), 0, ec)) != 0;)
         out += got;
     }
     if (ec || !parser.is_done()) {
