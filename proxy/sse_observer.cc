@@ -7,6 +7,27 @@ namespace geogate::gateway {
 namespace {
 
 // The payload of the event's data lines (joined with '\n' per the SSE spec).
+std::string_view DataOf(std::string_view event, std::string& scratch);
+
+// DataOf for an event of one line, whose '\n' is at `line_end` (the
+// blank line after it: "\n" or "\r\n"), without scanning it again.
+// @return false when the event is not one line.
+bool SingleLineDataOf(std::string_view event, size_t line_end, std::string_view& data) {
+  if (line_end == std::string_view::npos) return false;
+  size_t blank = event.size() - line_end;  // "\n\n" or "\n\r\n"
+  if (blank != 2 && !(blank == 3 && event[line_end + 1] == '\r')) return false;
+  std::string_view line = event.substr(0, line_end);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (!line.starts_with("data:")) {
+    data = {};
+    return true;
+  }
+  line.remove_prefix(5);
+  if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+  data = line;
+  return true;
+}
+
 std::string_view DataOf(std::string_view event, std::string& scratch) {
   scratch.clear();
   size_t lines = 0;
@@ -127,9 +148,10 @@ void SseObserver::OnResponsesEvent(std::string_view event, std::string_view data
     ParseUsage(data, kResponsesEventUsage);
 }
 
-bool SseObserver::OnEvent(std::string_view event, Clock::time_point now) {
+bool SseObserver::OnEvent(std::string_view event, Clock::time_point now, size_t line_end) {
   std::string scratch;
-  std::string_view data = DataOf(event, scratch);
+  std::string_view data;
+  if (!SingleLineDataOf(event, line_end, data)) data = DataOf(event, scratch);
   if (data.empty() || data == "[DONE]") return true;
   if (api_ == Api::kResponses) {
     OnResponsesEvent(event, data, now);
@@ -150,9 +172,10 @@ bool SseObserver::OnEvent(std::string_view event, Clock::time_point now) {
 size_t SseObserver::ScanEvents(std::string_view buf, Clock::time_point now) {
   size_t pos = 0;
   for (;;) {
-    size_t end = SseEventEnd(buf, pos);
+    size_t line_end;
+    size_t end = SseEventEnd(buf, pos, line_end);
     if (end == std::string_view::npos) return pos;
-    OnEvent(buf.substr(pos, end - pos), now);
+    OnEvent(buf.substr(pos, end - pos), now, line_end - pos);
     pos = end;
   }
 }
@@ -196,10 +219,11 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
   bool copying = false;
   size_t done = 0;
   for (;;) {
-    size_t end = SseEventEnd(buf, done);
+    size_t line_end;
+    size_t end = SseEventEnd(buf, done, line_end);
     if (end == std::string_view::npos) break;
     std::string_view event = buf.substr(done, end - done);
-    bool keep = OnEvent(event, now);
+    bool keep = OnEvent(event, now, line_end - done);
     if (!keep && !copying) {
       out_.assign(buf.substr(0, done));
       copying = true;

@@ -63,8 +63,11 @@ class SseObserver {
   std::span<const double> token_gaps() const { return gaps_; }
 
  private:
-  /// Inspects one complete event; @return false to drop it.
-  bool OnEvent(std::string_view event, Clock::time_point now);
+  /// Inspects one complete event; @return false to drop it. `line_end`:
+  /// where its first line ends (its first '\n', from SseEventEnd), npos
+  /// when not known.
+  bool OnEvent(std::string_view event, Clock::time_point now,
+               size_t line_end = std::string_view::npos);
   /// Reads usage from `json`: paths[0] the prompt count, paths[1] the
   /// completion count, paths[2] the usage member itself.
   void ParseUsage(std::string_view json, std::span<const JsonMemberPath> paths);

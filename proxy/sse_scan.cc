@@ -32,19 +32,27 @@ void KeyAt(std::string_view rest, SseEventKeys& k) {
 
 }  // namespace
 
-size_t SseEventEnd(std::string_view buf, size_t pos) {
+size_t SseEventEnd(std::string_view buf, size_t pos, size_t& line_end) {
   const char* p = buf.data();
   size_t n = buf.size();
+  line_end = std::string_view::npos;
   while (pos + 1 < n) {
     // A '\n' with at least one byte after it.
     const void* nl = std::memchr(p + pos, '\n', n - 1 - pos);
     if (nl == nullptr) break;
     size_t i = static_cast<size_t>(static_cast<const char*>(nl) - p);
+    if (line_end == std::string_view::npos) line_end = i;
     if (p[i + 1] == '\n') return i + 2;
     if (p[i + 1] == '\r' && i + 2 < n && p[i + 2] == '\n') return i + 3;
     pos = i + 1;
   }
+  line_end = std::string_view::npos;
   return std::string_view::npos;
+}
+
+size_t SseEventEnd(std::string_view buf, size_t pos) {
+  size_t line_end;
+  return SseEventEnd(buf, pos, line_end);
 }
 
 SseEventKeys FindSseEventKeys(std::string_view data) {

@@ -13,6 +13,9 @@ namespace geogate::gateway {
 /// The end of the next SSE event in `buf` from `pos`: the index just past
 /// its blank line ("\n\n" or "\n\r\n"), or npos.
 size_t SseEventEnd(std::string_view buf, size_t pos);
+/// The same, and `line_end`: the index of the event's first '\n' (when the
+/// event is one line, where that line ends; npos when no end is found).
+size_t SseEventEnd(std::string_view buf, size_t pos, size_t& line_end);
 
 /// What OnEvent looks for in an event's data, found in one pass over its
 /// quotes. Each flag means exactly that the text occurs in `data` (as

@@ -79,6 +79,11 @@ TEST_CASE("SSE event end: the same as a byte-by-byte search", "[sse]") {
     for (size_t pos = 0; pos <= s.size(); ++pos) {
       INFO("text: " << s << " pos " << pos);
       REQUIRE(SseEventEnd(s, pos) == EventEndByBytes(s, pos));
+      // The event's first line ends at its first '\n'.
+      size_t line_end = 0;
+      size_t end = SseEventEnd(s, pos, line_end);
+      REQUIRE(end == EventEndByBytes(s, pos));
+      REQUIRE(line_end == (end == std::string_view::npos ? end : s.find('\n', pos)));
     }
   }
 }
