@@ -19,11 +19,12 @@ size_t SseEventEnd(std::string_view buf, size_t pos, size_t& line_end);
 
 /// What OnEvent looks for in an event's data, found in one pass over its
 /// quotes. Each flag means exactly that the text occurs in `data` (as
-/// std::string_view::find would find it).
+/// std::string_view::find would find it); empty_choices is looked for only
+/// in an event with "usage" (false in any other).
 struct SseEventKeys {
   bool usage = false;          // "usage"
   bool content = false;        // "content" or "text"
-  bool empty_choices = false;  // "choices":[]
+  bool empty_choices = false;  // "choices":[] (only when usage)
 };
 SseEventKeys FindSseEventKeys(std::string_view data);
 

@@ -27,7 +27,7 @@ SseEventKeys KeysByFind(std::string_view d) {
   SseEventKeys k;
   k.usage = has("\"usage\"");
   k.content = has("\"content\"") || has("\"text\"");
-  k.empty_choices = has("\"choices\":[]");
+  k.empty_choices = k.usage && has("\"choices\":[]");  // looked for only beside usage
   return k;
 }
 
