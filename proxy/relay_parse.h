@@ -16,13 +16,20 @@ namespace geogate::gateway {
 /// that arrived together leave in one write instead of a read-and-write
 /// round each. (A Beast read_some parses one element -- a chunk header, or
 /// one chunk's data -- per call even when more is buffered; its eager mode
-/// would wait for more bytes.) Stops at an incomplete element or a full
+/// would wait for more bytes. Here the parser is eager only over what is
+/// buffered: put() takes every element up to a full `out` in one call.)
+/// Stops at an incomplete element or a full
 /// `out`; `ec` is set only for a malformed response. `Parser` is a Beast
 /// response parser with a buffer_body. @return the new fill of `out`.
 template <class Parser>
 size_t ParseBufferedBody(Parser& parser, boost::beast::flat_buffer& in, char* out, size_t out_size,
                          size_t got, boost::system::error_code& ec) {
   namespace http = boost::beast::http;
+  // Every element the bytes hold per put (chunk headers and data up to a
+  // full `out`), not one: a burst of one-event chunks is one call, not two
+  // a chunk. Set here, after the head: eager while the head is parsed, the
+  // parser would go on into the body with no buffer for it.
+  parser.eager(true);
   while (!parser.is_done() && in.size() > 0 && got < out_size) {
     parser.get().body().data = out + got;
     parser.get().body().size = out_size - got;
