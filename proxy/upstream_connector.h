@@ -22,8 +22,13 @@ namespace geogate::gateway {
 
 /// Read size towards a backend. Beast reads at most the buffer's free
 /// capacity, 512 bytes for a fresh flat_buffer: a 600-byte answer then took
-/// two reads from the backend and two writes to the client.
-inline constexpr size_t kUpstreamReadBytes = 8 * 1024;
+/// two reads from the backend and two writes to the client. As large as
+/// the relay buffer (kRelayBufferBytes, worker.h): de-chunking only
+/// shrinks, so a read's body bytes fit one relay buffer and leave in one
+/// write, and a stream that comes in one burst (up to 16 KiB) is one read.
+/// Reserved per upstream connection; pages are touched only as far as the
+/// bytes reach.
+inline constexpr size_t kUpstreamReadBytes = 16 * 1024;
 
 struct UpstreamConn {
   explicit UpstreamConn(Stream&& s) : stream(std::move(s)) { buffer.reserve(kUpstreamReadBytes); }
