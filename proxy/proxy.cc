@@ -627,10 +627,10 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   // backend gave one, else chunked (close-delimited for HTTP/1.0 clients).
   bool complete_in_first = parser.is_done();
   std::optional<uint64_t> length;
-  if (complete_in_first)
-    length = first;
-  else if (auto cl = parser.content_length())
+  if (auto cl = parser.content_length())
     length = *cl;
+  else if (complete_in_first && !(sse && !ctx_.include_usage && client_http11))
+    length = first;  // a stream whose usage chunk goes is re-framed even when it came whole
   bool chunked = !length && client_http11;
   bool keep_alive = ctx_.req.keep_alive() && (length || chunked) &&
                     !shared_.draining.load(std::memory_order_relaxed);

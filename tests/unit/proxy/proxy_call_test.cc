@@ -509,6 +509,30 @@ TEST_CASE("proxy call: a Responses stream is accounted from its own events", "[p
   CHECK(got.find("\"input_tokens\":7") != std::string::npos);
 }
 
+TEST_CASE("proxy call: a stream that comes whole with its head still loses the usage chunk",
+          "[proxy_call]") {
+  // One backend write, read at once: the body is complete in the first read.
+  // It used to go out with a Content-Length, byte for byte, so the usage
+  // chunk the gateway asked for reached a client that had not.
+  CallFixture f;
+  const std::string usage =
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n";
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel") + TokenChunk("lo") +
+                                                 Chunk(usage) + Chunk("data: [DONE]\n\n") +
+                                                 "0\r\n\r\n"));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE(f.done);
+  std::string got = f.ClientGot();
+  CHECK(got.find("\"usage\"") == std::string::npos);
+  CHECK(got.find("\"Hel\"") != std::string::npos);
+  CHECK(Count(got, "[DONE]") == 1);
+  CHECK(got.ends_with("\r\n0\r\n\r\n"));
+  REQUIRE(f.ctx->usage);
+  CHECK(f.ctx->usage->prompt_tokens == 5);
+  CHECK(f.ctx->usage->completion_tokens == 2);
+  CHECK_FALSE(f.ctx->usage->estimated);
+}
+
 TEST_CASE("proxy call: a chat stream still asks the backend for its usage chunk", "[proxy_call]") {
   CallFixture f;
   f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
