@@ -236,7 +236,7 @@ net::awaitable<boost::system::error_code> Session::ReadBody(RequestParser& parse
   co_return fired ? beast::error::timeout : ec;
 }
 
-net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
+void Session::StartWaiting(health::Millis timeout, bool first) {
   // Between requests: the Watchdog's deadline, not a timer armed and
   // cancelled around every read.
   waiting_ = true;
@@ -248,16 +248,18 @@ net::awaitable<bool> Session::WaitForData(health::Millis timeout, bool first) {
   // the buffer, where a wait for readability (no buffer at all) would cost
   // Asio an epoll_ctl per request.
   buffer_.shrink_to_fit();
-  auto [ec, n] = co_await stream_->async_read_some(net::buffer(first_read_), kUseTuple);
+}
+
+bool Session::TakeFirstRead(boost::system::error_code ec, size_t n) {
   waiting_ = false;
   watchdog_.Disarm();
-  if (ec) co_return false;
+  if (ec) return false;
   auto space = buffer_.prepare(kClientReadBytes);  // from the pool
   std::memcpy(space.data(), first_read_, n);
   buffer_.commit(n);
   // A larger request's rest is read by ReadHeader or ReadBody, under their
   // deadlines.
-  co_return true;
+  return true;
 }
 
 net::awaitable<bool> Session::Send(ResponseHead& head, std::string_view body, bool keep_alive,
@@ -348,104 +350,26 @@ net::awaitable<void> Session::Run() {
   }
   if (spec_.tls && !co_await Handshake()) co_return;
 
+  // This frame is what a connection keeps while it waits for its client:
+  // only the loop. A request's parser, message and the awaiters of its
+  // answers live in ServeRequest's frame, which exists only while a
+  // request is being read and served, and the first read of the next one
+  // is awaited here rather than in a coroutine of its own.
   bool first = true;
-  bool linger = false;
+  Served served = Served::kClose;
   while (!closed_) {
     SetIdle(true);
     if (buffer_.size() == 0) {
       if (!worker_.accepting()) break;
       const config::Limits& idle_limits = (*worker_.CurrentRuntime())->config->gateway.limits;
-      if (!co_await WaitForData(first ? idle_limits.header_timeout : idle_limits.idle_timeout,
-                                first))
-        break;
+      StartWaiting(first ? idle_limits.header_timeout : idle_limits.idle_timeout, first);
+      auto [ec, n] = co_await stream_->async_read_some(net::buffer(first_read_), kUseTuple);
+      if (!TakeFirstRead(ec, n)) break;
     }
     SetIdle(false);
     first = false;
-    // The read limits of this request are those in force when its first
-    // bytes arrived; its decision is made under the runtime current when
-    // its head is complete (re-read below), however long it waited.
-    PinnedRuntime reading = worker_.CurrentRuntime();
-    const config::Limits& limits = (*reading)->config->gateway.limits;
-
-    RequestParser parser;
-    parser.header_limit(limits.max_header_bytes);
-    parser.body_limit(limits.max_body_bytes);
-    // Usually the whole request arrived with the read above: parse it from
-    // the buffer without another asynchronous round, and only wait (with the
-    // header deadline) when the head is still incomplete.
-    boost::system::error_code ec = ParseBuffered(parser, /*header_only=*/true);
-    if (!ec && !parser.is_header_done()) ec = co_await ReadHeader(parser, limits.header_timeout);
-    if (ec) {
-      if (ec == http::error::header_limit) {
-        co_await SendError(nullptr, ErrorKind::kHeadersTooLarge,
-                           "request headers exceed gateway.limits.max_header_bytes");
-        linger = true;
-      } else if (ec == http::error::body_limit) {
-        // An oversized Content-Length: Beast refuses it once the head is
-        // complete, so the answer has the request's fields (CORS, version).
-        co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
-                           "request body exceeds gateway.limits.max_body_bytes");
-        linger = true;
-      } else if (ec == beast::error::timeout) {
-        // Beast consumes nothing until the head is complete: buffered bytes
-        // are what tells a slow client from an idle one.
-        if (parser.got_some() || buffer_.size() != 0) {
-          worker_.metrics().header_timeouts++;
-          co_await SendError(
-              nullptr, ErrorKind::kHeaderTimeout,
-              "request headers not received within gateway.limits.header_timeout_ms");
-        }
-      } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
-                 ec != http::error::end_of_stream && ec != http::error::partial_message) {
-        co_await SendError(nullptr, ErrorKind::kBadRequest,
-                           std::string("malformed request: ") + ec.message());
-        linger = true;
-      }
-      break;
-    }
-    // The head is complete: this request is decided under the runtime
-    // published last, even if a reload came while the head was arriving.
-    PinnedRuntime pinned = worker_.CurrentRuntime();
-    Request& head = parser.get();
-    // RFC 9112 §6.1: a request whose Transfer-Encoding does not end in
-    // "chunked" has no determinable length: a smuggling shape, refuse it.
-    if (head.count(http::field::transfer_encoding) != 0 && !parser.chunked()) {
-      co_await SendError(&head, ErrorKind::kBadRequest,
-                         "Transfer-Encoding other than chunked is not accepted");
-      linger = true;
-      break;
-    }
-    if (!parser.is_done()) ec = ParseBuffered(parser, /*header_only=*/false);
-    if (!ec && !parser.is_done()) ec = co_await ReadBody(parser, limits.body_timeout);
-    if (ec) {
-      if (ec == http::error::body_limit) {
-        co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
-                           "request body exceeds gateway.limits.max_body_bytes");
-        linger = true;
-      } else if (ec == beast::error::timeout) {
-        worker_.metrics().body_timeouts++;
-        co_await SendError(&parser.get(), ErrorKind::kBodyTimeout,
-                           "request body not received within gateway.limits.body_timeout_ms");
-        linger = true;
-      } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
-                 ec != http::error::partial_message && ec != http::error::end_of_stream) {
-        co_await SendError(&parser.get(), ErrorKind::kBadRequest,
-                           std::string("malformed request body: ") + ec.message());
-        linger = true;
-      }
-      break;
-    }
-    Request req = parser.release();
-    worker_.metrics().bytes_in += req.body().size();
-    // A pipelined request keeps its bytes; otherwise the buffer goes back
-    // to the pool while the request is served (a stream may take minutes).
-    if (buffer_.size() == 0) buffer_.shrink_to_fit();
-    bool keep = false;
-    {
-      InProgress counted(worker_.requests_in_progress());
-      keep = co_await HandleRequest(*this, pinned, req);
-    }
-    if (!keep) break;
+    served = co_await ServeRequest();
+    if (served != Served::kKeep) break;
     // The client sends its next request only once it has read this
     // response: a read now would find nothing (Asio tries it at once) and
     // cost a system call. While other requests keep the worker busy, let
@@ -454,7 +378,7 @@ net::awaitable<void> Session::Run() {
       co_await net::post(stream_->get_executor(), net::use_awaitable);
   }
   if (closed_) co_return;
-  if (linger) {
+  if (served == Served::kLinger) {
     co_await LingeringClose();
     co_return;
   }
@@ -465,6 +389,95 @@ net::awaitable<void> Session::Run() {
   } else {
     stream_->shutdown_send();
   }
+}
+
+net::awaitable<Session::Served> Session::ServeRequest() {
+  // The read limits of this request are those in force when its first
+  // bytes arrived; its decision is made under the runtime current when
+  // its head is complete (re-read below), however long it waited.
+  PinnedRuntime reading = worker_.CurrentRuntime();
+  const config::Limits& limits = (*reading)->config->gateway.limits;
+
+  RequestParser parser;
+  parser.header_limit(limits.max_header_bytes);
+  parser.body_limit(limits.max_body_bytes);
+  // Usually the whole request arrived with the read above: parse it from
+  // the buffer without another asynchronous round, and only wait (with the
+  // header deadline) when the head is still incomplete.
+  boost::system::error_code ec = ParseBuffered(parser, /*header_only=*/true);
+  if (!ec && !parser.is_header_done()) ec = co_await ReadHeader(parser, limits.header_timeout);
+  if (ec) {
+    if (ec == http::error::header_limit) {
+      co_await SendError(nullptr, ErrorKind::kHeadersTooLarge,
+                         "request headers exceed gateway.limits.max_header_bytes");
+      co_return Served::kLinger;
+    }
+    if (ec == http::error::body_limit) {
+      // An oversized Content-Length: Beast refuses it once the head is
+      // complete, so the answer has the request's fields (CORS, version).
+      co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
+                         "request body exceeds gateway.limits.max_body_bytes");
+      co_return Served::kLinger;
+    }
+    if (ec == beast::error::timeout) {
+      // Beast consumes nothing until the head is complete: buffered bytes
+      // are what tells a slow client from an idle one.
+      if (parser.got_some() || buffer_.size() != 0) {
+        worker_.metrics().header_timeouts++;
+        co_await SendError(nullptr, ErrorKind::kHeaderTimeout,
+                           "request headers not received within gateway.limits.header_timeout_ms");
+      }
+      co_return Served::kClose;
+    }
+    if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      co_await SendError(nullptr, ErrorKind::kBadRequest,
+                         std::string("malformed request: ") + ec.message());
+      co_return Served::kLinger;
+    }
+    co_return Served::kClose;
+  }
+  // The head is complete: this request is decided under the runtime
+  // published last, even if a reload came while the head was arriving.
+  PinnedRuntime pinned = worker_.CurrentRuntime();
+  Request& head = parser.get();
+  // RFC 9112 §6.1: a request whose Transfer-Encoding does not end in
+  // "chunked" has no determinable length: a smuggling shape, refuse it.
+  if (head.count(http::field::transfer_encoding) != 0 && !parser.chunked()) {
+    co_await SendError(&head, ErrorKind::kBadRequest,
+                       "Transfer-Encoding other than chunked is not accepted");
+    co_return Served::kLinger;
+  }
+  if (!parser.is_done()) ec = ParseBuffered(parser, /*header_only=*/false);
+  if (!ec && !parser.is_done()) ec = co_await ReadBody(parser, limits.body_timeout);
+  if (ec) {
+    if (ec == http::error::body_limit) {
+      co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
+                         "request body exceeds gateway.limits.max_body_bytes");
+      co_return Served::kLinger;
+    }
+    if (ec == beast::error::timeout) {
+      worker_.metrics().body_timeouts++;
+      co_await SendError(&parser.get(), ErrorKind::kBodyTimeout,
+                         "request body not received within gateway.limits.body_timeout_ms");
+      co_return Served::kLinger;
+    }
+    if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+        ec != http::error::partial_message && ec != http::error::end_of_stream) {
+      co_await SendError(&parser.get(), ErrorKind::kBadRequest,
+                         std::string("malformed request body: ") + ec.message());
+      co_return Served::kLinger;
+    }
+    co_return Served::kClose;
+  }
+  Request req = parser.release();
+  worker_.metrics().bytes_in += req.body().size();
+  // A pipelined request keeps its bytes; otherwise the buffer goes back
+  // to the pool while the request is served (a stream may take minutes).
+  if (buffer_.size() == 0) buffer_.shrink_to_fit();
+  InProgress counted(worker_.requests_in_progress());
+  bool keep = co_await HandleRequest(*this, pinned, req);
+  co_return keep ? Served::kKeep : Served::kClose;
 }
 
 }  // namespace geogate::gateway

@@ -117,9 +117,20 @@ class Session : public IdleHook {
   /// Enters or leaves the worker's idle list.
   void SetIdle(bool idle);
   net::awaitable<bool> Handshake();
-  /// Waits for the client's next bytes holding no read buffer (only
-  /// first_read_), then moves them into one from the worker's pool.
-  net::awaitable<bool> WaitForData(health::Millis timeout, bool first);
+  /// Before Run waits for the client's next bytes: the deadline, and the
+  /// read buffer back to the pool (the wait reads into first_read_ only).
+  void StartWaiting(health::Millis timeout, bool first);
+  /// After that read: moves its `n` bytes into a buffer from the worker's
+  /// pool. @return false when the read failed (the connection ends).
+  bool TakeFirstRead(boost::system::error_code ec, size_t n);
+  /// How a request left the connection.
+  enum class Served {
+    kKeep,    // open for the next request
+    kClose,   // close it (after a TLS close_notify)
+    kLinger,  // an error answered before the request was read: lingering close
+  };
+  /// Reads and serves one request whose first bytes are buffered.
+  net::awaitable<Served> ServeRequest();
   /// Feeds buffered bytes to the parser (stopping after the head when
   /// `header_only`); never reads. need_more is not an error.
   boost::system::error_code ParseBuffered(RequestParser& parser, bool header_only);
