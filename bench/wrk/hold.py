@@ -2,7 +2,7 @@
 """Holds many connections open against a server: bench/compare's memory client.
 
     hold.py --port P --count N --mode idle|stream [--model M] [--header "K: V"]...
-            [--timeout S]
+            [--timeout S] [--tls]
 
 idle:   every connection makes one non-streaming request, reads the whole
         answer and then stays open, idle (a keep-alive client between requests).
@@ -27,7 +27,7 @@ async def one(args, request: bytes, ready: asyncio.Event, state: dict, sem: asyn
     try:
         async with sem:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", args.port), 30)
+                asyncio.open_connection("127.0.0.1", args.port, ssl=args.ssl), 30)
             writer.write(request)
             await writer.drain()
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)
@@ -114,7 +114,14 @@ def main() -> int:
     ap.add_argument("--header", action="append", default=[])
     ap.add_argument("--parallel", type=int, default=256, help="connections being set up at once")
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--tls", action="store_true", help="TLS, the certificate not checked")
     args = ap.parse_args()
+    args.ssl = None
+    if args.tls:
+        import ssl
+        args.ssl = ssl.create_default_context()
+        args.ssl.check_hostname = False
+        args.ssl.verify_mode = ssl.CERT_NONE
     want = args.count + 256
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < want:

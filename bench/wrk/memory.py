@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Resident memory per idle keep-alive connection and per open stream of one
+or more geogate builds: the figures of bench/RESULTS.md, "Memory per
+connection (#20)", each row in a freshly started gateway.
+
+    bench/wrk/memory.py --gateway build-release/server/geogate[,other/geogate...]
+                        [--modes idle,stream,tls-idle] [--runs 3]
+                        [--idle-count 10000] [--stream-count 2000] [--tls-count 2000]
+
+Starts two gpusim upstreams (from --gpusim, default build-release's or
+build's): `fast` (16-token answers at once) and `long` (a token a second).
+Then for every run, mode and gateway (interleaved: A, B, A, B, ...): a fresh
+gateway (one worker, access log on, no geo database, one plain and one TLS
+listener), its VmRSS once ready, bench/wrk/hold.py holding the connections
+(idle: one answered request each, then idle; stream: a long stream each, its
+first token arrived; tls-idle: idle over TLS 1.3), the largest of three
+VmRSS samples a second later, and (after - before) / held connections.
+
+--heaptrack DIR runs each gateway under heaptrack (its files in DIR) instead
+of measuring RSS: `heaptrack_print --print-peaks` then says what holds the
+bytes. Processes are stopped by their own PID only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+CONFIG = """
+[gateway]
+edge = "mem"
+workers = 1
+access_log = "access.log"
+
+[[gateway.listeners]]
+address = "127.0.0.1:{port}"
+
+[[gateway.listeners]]
+address = "127.0.0.1:{port_tls}"
+tls = {{ cert = "{cert}", key = "{key}" }}
+
+[gateway.admin]
+address = "127.0.0.1:{admin}"
+
+[gateway.limits]
+idle_timeout_ms = 300000
+
+[gateway.upstream]
+pool_max_idle = 1024
+stream_idle_timeout_ms = 300000
+drain_delay_ms = 0
+
+[geo]
+unknown = "anywhere"
+
+[[regions]]
+name = "r"
+jurisdiction = "LOCAL"
+location = {{ lat = 50.11, lon = 8.68 }}
+
+[[backends]]
+name = "fast"
+region = "r"
+url = "http://127.0.0.1:{up_fast}"
+models = ["fast"]
+gpu = "L4"
+capacity = 1000000
+
+[[backends]]
+name = "long"
+region = "r"
+url = "http://127.0.0.1:{up_long}"
+models = ["long"]
+gpu = "L4"
+capacity = 1000000
+
+[[residency]]
+name = "anywhere"
+allow_regions = ["r"]
+"""
+
+# mode: (hold.py --mode, model, TLS)
+MODES = {"idle": ("idle", "fast", False), "stream": ("stream", "long", False),
+         "tls-idle": ("idle", "fast", True)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process {proc.args[0]} exited")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def ready(admin: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the gateway exited during start-up")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the gateway did not become ready")
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def gateway_pid(proc: subprocess.Popen, heaptrack: bool) -> int:
+    """The gateway's own PID (heaptrack runs it as its child)."""
+    if not heaptrack:
+        return proc.pid
+    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+        kids = [int(c) for c in f.read().split()]
+    return kids[0] if kids else proc.pid
+
+
+def one_row(args, binary: str, mode: str, count: int, ups: dict, run_dir: str, tls: tuple,
+            heaptrack_out: str | None) -> dict:
+    hold_mode, model, use_tls = MODES[mode]
+    port, port_tls, admin = free_port(), free_port(), free_port()
+    gw_dir = tempfile.mkdtemp(prefix="gw-", dir=run_dir)
+    conf = os.path.join(gw_dir, "geogate.toml")
+    with open(conf, "w") as f:
+        f.write(CONFIG.format(port=port, port_tls=port_tls, admin=admin, cert=tls[0], key=tls[1],
+                              up_fast=ups["fast"], up_long=ups["long"]))
+    cmd = [binary, "--config", conf]
+    if heaptrack_out:
+        cmd = ["heaptrack", "-o", os.path.join(heaptrack_out, f"{mode}-{os.getpid()}-{port}")] + cmd
+    log = open(os.path.join(gw_dir, "geogate.log"), "wb")
+    proc = subprocess.Popen(cmd, cwd=gw_dir, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        ready(admin, proc, 120 if heaptrack_out else 30)
+        time.sleep(0.5)
+        pid = gateway_pid(proc, bool(heaptrack_out))
+        before = rss_kib(pid)
+        hold = [sys.executable, os.path.join(HERE, "hold.py"), "--port",
+                str(port_tls if use_tls else port), "--count", str(count), "--mode", hold_mode,
+                "--model", model, "--timeout", "300"]
+        if use_tls:
+            hold.append("--tls")
+        h = subprocess.Popen(hold, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        line = h.stdout.readline()
+        if not line.startswith("READY "):
+            h.kill()
+            raise RuntimeError(f"hold.py failed: {h.stderr.read()[-2000:]}")
+        held = json.loads(line[6:])
+        time.sleep(1.0)
+        samples = []
+        for _ in range(3):
+            samples.append(rss_kib(pid))
+            time.sleep(0.3)
+        after = max(samples)
+        h.stdin.write("done\n")
+        h.stdin.close()
+        try:
+            h.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            h.kill()
+            h.wait()
+        ok = max(1, held["ok"])
+        return {"binary": binary, "mode": mode, "count": count, "ok": held["ok"],
+                "failed": held["failed"], "rss_before_kib": before, "rss_after_kib": after,
+                "kib_per_conn": (after - before) / ok}
+    finally:
+        stop(proc)
+        log.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gateway", required=True, help="geogate binaries, comma-separated")
+    ap.add_argument("--gpusim", help="geogate-gpusim binary")
+    ap.add_argument("--modes", default="idle,stream")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--idle-count", type=int, default=10000)
+    ap.add_argument("--stream-count", type=int, default=2000)
+    ap.add_argument("--tls-count", type=int, default=2000)
+    ap.add_argument("--heaptrack", metavar="DIR", help="run the gateways under heaptrack")
+    ap.add_argument("--json", help="also write the rows to this file")
+    args = ap.parse_args()
+    binaries = [os.path.abspath(b) for b in args.gateway.split(",")]
+    gpusim = args.gpusim
+    if not gpusim:
+        for d in ("build-release", "build"):
+            p = os.path.join(ROOT, d, "bench", "gpusim", "geogate-gpusim")
+            if os.path.exists(p):
+                gpusim = p
+                break
+    modes = args.modes.split(",")
+    for m in modes:
+        if m not in MODES:
+            ap.error(f"unknown mode {m}")
+    want = max(args.idle_count, args.stream_count, args.tls_count) * 2 + 1024
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
+        except (ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    run_dir = tempfile.mkdtemp(prefix="geogate-mem-")
+    if args.heaptrack:
+        os.makedirs(args.heaptrack, exist_ok=True)
+    cert, key = os.path.join(run_dir, "cert.pem"), os.path.join(run_dir, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=localhost"], check=True, capture_output=True)
+    ups, sims = {}, []
+    try:
+        for name, flags in (("fast", ["--token-interval-ms", "0", "--tokens", "16"]),
+                            ("long", ["--token-interval-ms", "1000", "--tokens", "100000",
+                                      "--max-tokens-cap", "1000000"])):
+            port = free_port()
+            p = subprocess.Popen([gpusim, "--listen", f"127.0.0.1:{port}", "--name", name,
+                                  "--threads", "1", "--rtt-ms", "0", "--ttft-ms", "0",
+                                  "--idle-timeout-ms", "300000", "--models", name, *flags],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            sims.append(p)
+            wait_port(port, p)
+            ups[name] = port
+        rows = []
+        for run in range(args.runs):
+            for mode in modes:
+                count = {"idle": args.idle_count, "stream": args.stream_count,
+                         "tls-idle": args.tls_count}[mode]
+                order = binaries if run % 2 == 0 else binaries[::-1]
+                for b in order:
+                    r = one_row(args, b, mode, count, ups, run_dir, (cert, key), args.heaptrack)
+                    rows.append(r)
+                    print(f"run {run + 1} {mode:<8} {b}: {r['ok']}/{count} held "
+                          f"({r['failed']} failed), {r['kib_per_conn']:.2f} KiB each "
+                          f"(RSS {r['rss_before_kib'] / 1024:.1f} -> "
+                          f"{r['rss_after_kib'] / 1024:.1f} MiB)", flush=True)
+                    time.sleep(1.0)
+        print("\nmedian KiB per connection:")
+        for mode in modes:
+            for b in binaries:
+                v = [r["kib_per_conn"] for r in rows if r["mode"] == mode and r["binary"] == b]
+                print(f"  {mode:<8} {b}: {statistics.median(v):.2f} "
+                      f"({', '.join(f'{x:.2f}' for x in v)})")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+    finally:
+        for p in sims:
+            stop(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
