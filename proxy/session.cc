@@ -61,7 +61,7 @@ Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
   auto ep = socket.remote_endpoint(ec);
   if (!ec) peer_ = ToIpAddr(ep.address());
   socket.set_option(net::ip::tcp::no_delay(true), ec);
-  stream_.emplace(beast::tcp_stream(std::move(socket)));
+  stream_.emplace(std::move(socket));
   Open();
 }
 
@@ -177,7 +177,7 @@ net::awaitable<bool> Session::Handshake() {
   const auto& limits = rt.config->gateway.limits;
   tls_context_ = spec_.index < rt.listener_tls.size() ? rt.listener_tls[spec_.index] : nullptr;
   if (!tls_context_) co_return false;
-  beast::tcp_stream tcp = std::move(stream_->lowest());
+  Stream::Socket tcp = std::move(stream_->lowest());
   stream_.emplace(std::move(tcp), *tls_context_);
   Guard(limits.header_timeout);
   auto [ec, used] = co_await stream_->tls().async_handshake(net::ssl::stream_base::server,

@@ -21,8 +21,8 @@
 #include <span>
 #include <utility>
 
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #ifdef GEOGATE_TEST_TRANSPORT
@@ -36,13 +36,18 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace ssl = boost::asio::ssl;
 
+// The TCP layer is Asio's socket itself, not a Beast tcp_stream: every
+// deadline is the Watchdog's (proxy/watchdog.h), so the tcp_stream's
+// timers were never armed, yet cost each connection a shared state of
+// about 0.5 KiB and each read and write a layer of handlers.
 class Stream {
  public:
-  using executor_type = beast::tcp_stream::executor_type;
-  using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+  using Socket = net::ip::tcp::socket;
+  using executor_type = Socket::executor_type;
+  using TlsStream = beast::ssl_stream<Socket>;
 
-  explicit Stream(beast::tcp_stream&& tcp) : plain_(std::move(tcp)) {}
-  Stream(beast::tcp_stream&& tcp, ssl::context& ctx) : tls_(std::in_place, std::move(tcp), ctx) {}
+  explicit Stream(Socket&& tcp) : plain_(std::move(tcp)) {}
+  Stream(Socket&& tcp, ssl::context& ctx) : tls_(std::in_place, std::move(tcp), ctx) {}
 #ifdef GEOGATE_TEST_TRANSPORT
   /// The test kind: `s` is one end of a beast::test::stream pair.
   explicit Stream(beast::test::stream&& s) : test_(std::in_place, std::move(s)) {}
@@ -60,10 +65,10 @@ class Stream {
     return lowest().get_executor();
   }
 
-  /// The TCP layer (for timeouts, socket options, TLS set-up). Not for the
-  /// test kind: only a session's own set-up (PROXY header, TLS, lingering
-  /// close), which tests over it do not run, reaches it.
-  beast::tcp_stream& lowest() {
+  /// The TCP socket (for socket options, connecting, TLS set-up). Not for
+  /// the test kind: only a session's own set-up (PROXY header, TLS,
+  /// lingering close), which tests over it do not run, reaches it.
+  Socket& lowest() {
 #ifdef GEOGATE_TEST_TRANSPORT
     BOOST_ASSERT(!test_);
 #endif
@@ -90,7 +95,7 @@ class Stream {
     if (test_) return test_->close_remote();
 #endif
     boost::system::error_code ec;
-    lowest().socket().cancel(ec);
+    lowest().cancel(ec);
   }
   /// Sends a FIN: no more bytes from this side (TLS: the caller sends
   /// close_notify first). The test kind closes.
@@ -99,19 +104,18 @@ class Stream {
     if (test_) return test_->close();
 #endif
     boost::system::error_code ec;
-    lowest().socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+    lowest().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   }
 
-  /// One read straight from the socket (TLS: the TLS stream), past the
-  /// tcp_stream's per-operation timer: for callers whose deadline is the
-  /// Watchdog's.
+  /// One read straight from the socket (TLS: the TLS stream), as
+  /// async_read_some.
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_raw(const MutableBufferSequence& buffers, ReadToken&& token) {
 #ifdef GEOGATE_TEST_TRANSPORT
     if (test_) return test_->async_read_some(buffers, std::forward<ReadToken>(token));
 #endif
     if (tls_) return tls_->async_read_some(buffers, std::forward<ReadToken>(token));
-    return plain_->socket().async_read_some(buffers, std::forward<ReadToken>(token));
+    return plain_->async_read_some(buffers, std::forward<ReadToken>(token));
   }
 
   /// One read from the TCP socket under any TLS: a PROXY header before the
@@ -122,7 +126,7 @@ class Stream {
 #ifdef GEOGATE_TEST_TRANSPORT
     if (test_) return test_->async_read_some(buffers, std::forward<ReadToken>(token));
 #endif
-    return lowest().socket().async_read_some(buffers, std::forward<ReadToken>(token));
+    return lowest().async_read_some(buffers, std::forward<ReadToken>(token));
   }
 
   /// Waits for the peer to send or close without consuming a byte: a
@@ -135,7 +139,7 @@ class Stream {
 #ifdef GEOGATE_TEST_TRANSPORT
     if (test_) return test_->async_read_some(net::buffer(byte, 1), std::forward<Handler>(handler));
 #endif
-    lowest().socket().async_receive(net::buffer(byte, 1), net::socket_base::message_peek,
+    lowest().async_receive(net::buffer(byte, 1), net::socket_base::message_peek,
                                     std::forward<Handler>(handler));
   }
   /// Cancels a pending async_peek_byte (and any other pending operation).
@@ -145,7 +149,7 @@ class Stream {
     if (test_) return;
 #endif
     boost::system::error_code ec;
-    lowest().socket().cancel(ec);
+    lowest().cancel(ec);
   }
 
   /// Sends what a plain TCP socket takes at once (non-blocking sendmsg) and
@@ -174,7 +178,7 @@ class Stream {
     msghdr msg{};
     msg.msg_iov = iov.data();
     msg.msg_iovlen = n;
-    ssize_t sent = ::sendmsg(plain_->socket().native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t sent = ::sendmsg(plain_->native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     return sent > 0 ? static_cast<size_t>(sent) : 0;
   }
 
@@ -197,7 +201,7 @@ class Stream {
   }
 
  private:
-  std::optional<beast::tcp_stream> plain_;
+  std::optional<Socket> plain_;
   std::optional<TlsStream> tls_;
 #ifdef GEOGATE_TEST_TRANSPORT
   std::optional<beast::test::stream> test_;

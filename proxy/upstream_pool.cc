@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
@@ -29,7 +30,7 @@ constexpr auto kDnsTtl = std::chrono::seconds(30);
 constexpr health::Millis kCheckIdleAfter{1000};
 
 bool LooksAlive(UpstreamConn& c) {
-  int fd = c.stream.lowest().socket().native_handle();
+  int fd = c.stream.lowest().native_handle();
   char byte;
   ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -150,15 +151,15 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
     result.error = "cannot resolve " + backend.host + ": " + ec.message();
     co_return result;
   }
-  auto conn = backend.tls ? std::make_unique<UpstreamConn>(Stream(beast::tcp_stream(ioc_), *tls))
-                          : std::make_unique<UpstreamConn>(Stream(beast::tcp_stream(ioc_)));
+  auto conn = backend.tls ? std::make_unique<UpstreamConn>(Stream(Stream::Socket(ioc_), *tls))
+                          : std::make_unique<UpstreamConn>(Stream(Stream::Socket(ioc_)));
   conn->key = backend.state_key();
   // One deadline covers the connect and the TLS handshake. It is the
   // Watchdog's, like every later wait on this connection, so it runs on the
   // worker's timers (simulated time in tests), not on the socket's expiry.
   Watchdog deadline(timers_, time_);
   deadline.Guard(&conn->stream, time_.monotonic() + timeout);
-  auto [cec, ep] = co_await conn->stream.lowest().async_connect(endpoints, kUseTuple);
+  auto [cec, ep] = co_await net::async_connect(conn->stream.lowest(), endpoints, kUseTuple);
   if (cec && deadline.expired()) cec = beast::error::timeout;
   if (cec) {
     result.failure = ClassifyConnectError(cec);
@@ -166,7 +167,7 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
         "connect to " + backend.host + ":" + std::to_string(backend.port) + ": " + cec.message();
     co_return result;
   }
-  conn->stream.lowest().socket().set_option(tcp::no_delay(true), ec);
+  conn->stream.lowest().set_option(tcp::no_delay(true), ec);
   if (!backend.tls) {
     result.conn = std::move(conn);
     co_return result;

@@ -207,6 +207,13 @@ def one_row(args, binary: str, mode: str, count: int, ups: dict, run_dir: str, t
                 "failed": held["failed"], "rss_before_kib": before, "rss_after_kib": after,
                 "kib_per_conn": (after - before) / ok}
     finally:
+        if heaptrack_out and proc.poll() is None:
+            # The gateway, not the heaptrack script: it writes its data at exit.
+            try:
+                os.kill(gateway_pid(proc, True), signal.SIGTERM)
+                proc.wait(timeout=120)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         stop(proc)
         log.close()
 

@@ -68,8 +68,8 @@ TEST_CASE("watchdog: on real timers, closes the guarded stream when its deadline
           "[watchdog]") {
   boost::asio::io_context ioc;
   geogate::health::AsioTimerFactory timers(ioc);
-  Stream stream{beast::tcp_stream(ioc)};
-  stream.lowest().socket().open(boost::asio::ip::tcp::v4());
+  Stream stream{Stream::Socket(ioc)};
+  stream.lowest().open(boost::asio::ip::tcp::v4());
   Watchdog wd(timers, kRealTime);
   auto t0 = WatchdogClock::now();
   wd.Guard(&stream, t0 + 1ms);
@@ -77,7 +77,7 @@ TEST_CASE("watchdog: on real timers, closes the guarded stream when its deadline
   ioc.run();
   CHECK(wd.expired());
   CHECK_FALSE(wd.abandoned());
-  CHECK_FALSE(stream.lowest().socket().is_open());
+  CHECK_FALSE(stream.lowest().is_open());
   CHECK(WatchdogClock::now() - t0 >= 30ms);  // not at the superseded deadline
 }
 
@@ -86,13 +86,13 @@ namespace {
 // may poll.
 struct Guarded {
   Guarded() {
-    stream.lowest().socket().open(boost::asio::ip::tcp::v4());
+    stream.lowest().open(boost::asio::ip::tcp::v4());
     backend.state = geogate::health::HealthState::kHealthy;
   }
-  bool open() { return stream.lowest().socket().is_open(); }
+  bool open() { return stream.lowest().is_open(); }
   geogate::health::SimulatedTime sim;
   boost::asio::io_context ioc;
-  Stream stream{beast::tcp_stream(ioc)};
+  Stream stream{Stream::Socket(ioc)};
   geogate::health::BackendState backend{"b"};
   Watchdog wd{sim, sim};
 };
