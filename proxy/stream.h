@@ -140,7 +140,7 @@ class Stream {
     if (test_) return test_->async_read_some(net::buffer(byte, 1), std::forward<Handler>(handler));
 #endif
     lowest().async_receive(net::buffer(byte, 1), net::socket_base::message_peek,
-                                    std::forward<Handler>(handler));
+                           std::forward<Handler>(handler));
   }
   /// Cancels a pending async_peek_byte (and any other pending operation).
   /// The test kind has no cancel: its pending read stays until it is closed.
