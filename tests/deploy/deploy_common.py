@@ -136,6 +136,7 @@ EXPORTED = {
     "geogate_active_requests": ("gauge", set()),
     "geogate_active_streams": ("gauge", set()),
     "geogate_tls_handshakes_total": ("counter", {"result"}),
+    "geogate_tls_resumed_handshakes_total": ("counter", set()),
     "geogate_proxy_protocol_failures_total": ("counter", set()),
     "geogate_streams_interrupted_total": ("counter", set()),
     "geogate_client_disconnects_total": ("counter", set()),
