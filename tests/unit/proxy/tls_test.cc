@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -76,8 +77,11 @@ using geogate::health::SimulatedTime;
 // connection over a memory BIO pair, offering `session` when given.
 // @return the client's session afterwards (its ticket read), null on failure,
 // and whether the handshake resumed.
+struct SessionFree {
+  void operator()(SSL_SESSION* s) const { SSL_SESSION_free(s); }
+};
 struct Outcome {
-  SSL_SESSION* session = nullptr;  // owned by the caller
+  std::unique_ptr<SSL_SESSION, SessionFree> session;
   bool resumed = false;
 };
 
@@ -109,7 +113,7 @@ Outcome Connect(SSL_CTX* server_ctx, SSL_SESSION* session) {
     SSL_write(server, &byte, 1);
     char got = 0;
     if (SSL_read(client, &got, 1) == 1) {
-      out.session = SSL_get1_session(client);
+      out.session.reset(SSL_get1_session(client));
       out.resumed = SSL_session_reused(client) == 1;
     }
   }
@@ -157,10 +161,8 @@ TEST_CASE("a ticket resumes on a later context of the same listener (a reload)",
   Outcome first = Connect((*before)->native_handle(), nullptr);
   REQUIRE(first.session != nullptr);
   CHECK_FALSE(first.resumed);
-  Outcome again = Connect((*after)->native_handle(), first.session);
+  Outcome again = Connect((*after)->native_handle(), first.session.get());
   CHECK(again.resumed);
-  SSL_SESSION_free(first.session);
-  SSL_SESSION_free(again.session);
 }
 
 TEST_CASE("contexts without shared keys do not resume each other's tickets", "[tls]") {
@@ -172,15 +174,12 @@ TEST_CASE("contexts without shared keys do not resume each other's tickets", "[t
   REQUIRE(after.ok());
   Outcome first = Connect((*before)->native_handle(), nullptr);
   REQUIRE(first.session != nullptr);
-  Outcome again = Connect((*after)->native_handle(), first.session);
+  Outcome again = Connect((*after)->native_handle(), first.session.get());
   CHECK_FALSE(again.resumed);
   // ...while the context that issued the ticket resumes it (the check can
   // see a resumption).
-  Outcome same = Connect((*before)->native_handle(), first.session);
+  Outcome same = Connect((*before)->native_handle(), first.session.get());
   CHECK(same.resumed);
-  SSL_SESSION_free(same.session);
-  SSL_SESSION_free(first.session);
-  SSL_SESSION_free(again.session);
 }
 
 TEST_CASE("generated ticket keys rotate hourly and decrypt for a ticket's lifetime", "[tls]") {
@@ -200,18 +199,15 @@ TEST_CASE("generated ticket keys rotate hourly and decrypt for a ticket's lifeti
   CHECK(keys->EncryptionKey().name != original.name);
   TicketKey found;
   CHECK(keys->DecryptionKey(original.name.data(), found) == 2);  // renew the ticket
-  Outcome later = Connect(native, first.session);
+  Outcome later = Connect(native, first.session.get());
   CHECK(later.resumed);
 
   // Once the old key's tickets have all expired it is gone.
   time.advance(TicketKeys::kRotation + TicketKeys::kLifetime);
   CHECK(keys->DecryptionKey(original.name.data(), found) == 0);
-  Outcome expired = Connect(native, first.session);
+  Outcome expired = Connect(native, first.session.get());
   CHECK_FALSE(expired.resumed);
   CHECK(keys->size() == 1);
-  SSL_SESSION_free(first.session);
-  SSL_SESSION_free(later.session);
-  SSL_SESSION_free(expired.session);
 }
 
 TEST_CASE("edges sharing a ticket key file resume each other's sessions", "[tls]") {
@@ -231,7 +227,7 @@ TEST_CASE("edges sharing a ticket key file resume each other's sessions", "[tls]
   REQUIRE(b.ok());
   Outcome first = Connect((*a)->native_handle(), nullptr);
   REQUIRE(first.session != nullptr);
-  Outcome moved = Connect((*b)->native_handle(), first.session);
+  Outcome moved = Connect((*b)->native_handle(), first.session.get());
   CHECK(moved.resumed);
   // File keys never rotate by themselves.
   time.advance(TicketKeys::kRotation * 5);
@@ -239,11 +235,8 @@ TEST_CASE("edges sharing a ticket key file resume each other's sessions", "[tls]
   // Back to generated keys: the file's tickets no longer resume.
   edge_b->UseKeys({});
   CHECK_FALSE(edge_b->from_file());
-  Outcome after = Connect((*b)->native_handle(), first.session);
+  Outcome after = Connect((*b)->native_handle(), first.session.get());
   CHECK_FALSE(after.resumed);
-  SSL_SESSION_free(first.session);
-  SSL_SESSION_free(moved.session);
-  SSL_SESSION_free(after.session);
 }
 
 TEST_CASE("ticket key files are parsed strictly", "[tls]") {
