@@ -241,7 +241,11 @@ class TracingTest(unittest.TestCase):
         cfg.backends[0]["tier"] = "reserved"
         cfg.health = {"interval_ms": 500, "timeout_ms": 200, "unhealthy_threshold": 10,
                       "outlier_consecutive_failures": 5}
-        cfg.routing = {"latency_slack_ms": 1000}
+        # Neither has a TTFT sample and eu-1 may probe a few ms closer: without
+        # a tie_ms wider than any loopback rtt difference, one request in 16
+        # would go first to eu-1 to measure it (exploration, routing.md step
+        # 6) and make one attempt instead of two.
+        cfg.routing = {"latency_slack_ms": 1000, "tie_ms": 100}
         gw = self.start_gateway(cfg)
         gw.wait_backend("eu-bad")
         gw.wait_backend("eu-1")
