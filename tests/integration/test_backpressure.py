@@ -80,6 +80,12 @@ class BackPressureTest(unittest.TestCase):
             self.assertLess(grown, 8 << 20, f"the gateway grew by {grown} bytes meanwhile")
 
         # Reading again: the rest of the stream comes, every token once, in order.
+        # The 8 KiB buffer that made the stall quick would make the rest slow:
+        # the gateway waits for each window update, which the client's kernel
+        # delays, and on a loaded machine 40 MB did not arrive within the
+        # deadline. The window scale was fixed at connect, so a larger buffer
+        # now gives at most a 64 KiB window, enough.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         sock.setblocking(True)
         sock.settimeout(30)
         data = bytearray(first)
