@@ -9,6 +9,7 @@
 // passes the scan and parses is no deeper than the bound.
 #include "config/input_bounds.h"
 
+#include <array>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,7 +47,16 @@ class Scanner {
         i_ += array ? 2 : 1;
         size_t parts = ScanKey();
         if (parts == 0) return std::nullopt;
-        size_t depth = parts + (array ? 1 : 0);
+        if (parts > kMaxNestingDepth) return Problem(start, "table header", parts);
+        if (array) array_header_parts_[parts] = true;
+        // Every array of tables on the path adds its element's level: [a.b]
+        // below [[a]] is a table in a's last element, three levels down.
+        // Which prefixes are arrays would need the keys' names; a prefix of
+        // i parts can only be one if a [[header]] of i parts came before (or
+        // is this one), so counting those lengths bounds the depth from above.
+        size_t depth = parts;
+        for (size_t n = 1; n <= parts; ++n)
+          depth += array_header_parts_[n] ? 1 : 0;
         if (depth > kMaxNestingDepth) return Problem(start, "table header", depth);
         table_depth = depth;
         SkipBlanks();
@@ -255,6 +265,8 @@ class Scanner {
   uint32_t line_ = 1;
   size_t line_start_ = 0;
   std::vector<Frame> stack_;
+  std::array<bool, kMaxNestingDepth + 1>
+      array_header_parts_{};  // [i]: a [[header]] of i parts seen
   std::optional<InputBoundsProblem> problem_;
 };
 

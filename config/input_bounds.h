@@ -34,8 +34,10 @@ struct InputBoundsProblem {
 
 /// The first place where `text` breaks a bound, or nullopt. Depth counts one
 /// level per part of a dotted key (in a `[table]` header, a `[[array]]`
-/// header, which adds one for the array, or a `key = value` line, whose
-/// parts add to its table's), and one per enclosing array or inline table.
+/// header, or a `key = value` line, whose parts add to its table's), one per
+/// array of tables on a header's path (bounded from above by the lengths of
+/// the `[[headers]]` seen so far), and one per enclosing array or inline
+/// table.
 ///
 /// The scan knows TOML's lexical structure (strings of the four kinds,
 /// comments, keys, brackets) and nothing of its values; text that is not

@@ -53,6 +53,7 @@ mkdir -p "$seed_config"
 cp examples/*.toml "$seed_config/"
 printf 'a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.a.b.c.d.e.f.g = 1\n' >"$seed_config/deep-key"
 printf '[[a.b]]\nx = [[[{ y.z = [ {w = 1} ] }]]]\n' >"$seed_config/nested"
+printf '[[a]]\n[a.b]\nc.d.e = 1\n' >"$seed_config/array-of-tables-path"
 printf 's = """a\\"""[[{"""" \nt = \x27\x27\x27.[.\x27\x27\x27 # [[\n' >"$seed_config/strings"
 
 status=0

@@ -71,6 +71,20 @@ TEST_CASE("deep table headers, in any spelling, are refused", "[config][bounds]"
         Load(ThenListener("[" + Repeat("a", 20, ".") + "]\n" + Repeat("b", 20, ".") + " = 1\n")), 2,
         1, "nested 40");
   }
+  SECTION("each array of tables on the header's path counts") {
+    // [a.b] below [[a]] is a table in a's last element, so a key of 30 parts
+    // under it sits 33 levels down; the fuzz target found this (it used to
+    // pass the scan as 32).
+    REQUIRE_ONLY_ERROR(Load(ThenListener("[[a]]\n[a.b]\n" + Repeat("c", 30, ".") + " = 1\n")), 3, 1,
+                       "nested 33");
+    REQUIRE_ONLY_ERROR(Load(ThenListener("[[a]]\n[[a.b]]\n" + Repeat("c", 29, ".") + " = 1\n")), 3,
+                       1, "nested 33");
+    // [[a]], [[a.a]], [[a.a.a]]...: a header of n parts is 2n levels deep.
+    std::string headers;
+    for (size_t n = 1; n <= 17; ++n)
+      headers += "[[" + Repeat("a", n, ".") + "]]\n";
+    REQUIRE_ONLY_ERROR(Load(ThenListener(headers)), 17, 1, "nested 34");
+  }
   SECTION("digits only, which look like a float") {
     REQUIRE_ONLY_ERROR(Load(ThenListener(Repeat("1", 100, ".") + " = 1\n")), 1, 1, "nested 100");
   }
