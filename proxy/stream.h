@@ -11,6 +11,10 @@
 // branches are the two above.
 #pragma once
 
+#ifdef GEOGATE_TRANSPORT_NEUTRAL
+#error "proxy/stream.h in a source built once for both transports: move it to GEOGATE_PROXY_TRANSPORT_SOURCES (proxy/CMakeLists.txt)"
+#endif
+
 #include <sys/socket.h>
 #include <sys/uio.h>
 
