@@ -35,10 +35,15 @@ bool CarriesEncodedSeparator(std::string_view path) {
   return false;
 }
 
-// Only a '%' (an escape to normalise) or a "/." (the start of every dot
-// segment, since the path starts with '/') can make the normalised path differ.
+// "/." starts every dot segment, since the path starts with '/'.
+bool MayHoldDotSegment(std::string_view path) {
+  return path.find("/.") != std::string_view::npos;
+}
+
+// Only a '%' (an escape to normalise) or a dot segment can make the
+// normalised path differ.
 bool MayNeedNormalising(std::string_view path) {
-  return path.find('%') != std::string_view::npos || path.find("/.") != std::string_view::npos;
+  return path.find('%') != std::string_view::npos || MayHoldDotSegment(path);
 }
 
 // RFC 3986 unreserved characters and '/'. A target of these alone is an
@@ -52,7 +57,7 @@ constexpr boost::urls::grammar::lut_chars kPlainPathChars =
 bool IsPlainNormalPath(std::string_view target) {
   return boost::urls::grammar::find_if_not(target.data(), target.data() + target.size(),
                                            kPlainPathChars) == target.data() + target.size() &&
-         !MayNeedNormalising(target);  // no '%' by the set above, so: no "/."
+         !MayHoldDotSegment(target);  // and no '%', by the set above
 }
 
 }  // namespace
