@@ -8,7 +8,7 @@
 #include "accounting/showback_record.h"
 #include "observability/metrics.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 // The spend word: the month (plus one, so that 0 means "never charged") in
@@ -174,7 +174,7 @@ std::vector<BudgetEvent> BudgetTracker::Poll(int64_t now_unix_ms) {
   return out;
 }
 
-void BudgetTracker::WriteMetrics(PromWriter& w, int64_t now_unix_ms) const {
+void BudgetTracker::WriteMetrics(observability::PromWriter& w, int64_t now_unix_ms) const {
   std::vector<BudgetStatePtr> states;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -210,4 +210,4 @@ int64_t BudgetRetryAfterSeconds(int64_t now_unix_ms) {
   return std::max<int64_t>(1, (next - now_unix_ms + 999) / 1000);
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

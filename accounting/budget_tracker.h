@@ -19,9 +19,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "config/snapshot.h"
 
-namespace geogate::gateway {
-
+namespace geogate::observability {
 class PromWriter;
+}  // namespace geogate::observability
+
+namespace geogate::accounting {
 
 class BudgetState {
  public:
@@ -91,7 +93,7 @@ class BudgetTracker {
   /// Writes geogate_tenant_budget_used_ratio{tenant},
   /// geogate_tenant_budget_spent_dollars{tenant} and
   /// geogate_tenant_budget_dollars{tenant} for tenants with a budget.
-  void WriteMetrics(PromWriter& w, int64_t now_unix_ms) const;
+  void WriteMetrics(observability::PromWriter& w, int64_t now_unix_ms) const;
 
   /// The state of `tenant`, or null.
   BudgetStatePtr Find(const std::string& tenant) const;
@@ -107,4 +109,4 @@ class BudgetTracker {
 /// up: the Retry-After of a 429 budget_exceeded.
 int64_t BudgetRetryAfterSeconds(int64_t now_unix_ms);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -8,7 +8,7 @@
 
 #include "common/json.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 namespace json = boost::json;
@@ -49,12 +49,12 @@ std::string CapacityJson(const CapacityReport& r) {
                                             {"dollars_per_hour", g.dollars_per_hour},
                                             {"backends", std::move(backends)}});
   }
-  return SerializeJson(json::object{{"target_utilization", r.target_utilization},
-                                    {"pools", std::move(pools)},
-                                    {"reserved_idle", std::move(reserved_idle)}});
+  return common::SerializeJson(json::object{{"target_utilization", r.target_utilization},
+                                            {"pools", std::move(pools)},
+                                            {"reserved_idle", std::move(reserved_idle)}});
 }
 
-void WriteCapacityMetrics(PromWriter& w, const CapacityReport& r) {
+void WriteCapacityMetrics(observability::PromWriter& w, const CapacityReport& r) {
   w.Family("geogate_pool_utilization", "gauge",
            "In-flight / routable capacity of a pool (region, GPU type, model), time-weighted over "
            "the window.");
@@ -89,4 +89,4 @@ void WriteCapacityMetrics(PromWriter& w, const CapacityReport& r) {
   }
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -8,7 +8,7 @@
 #include "accounting/capacity_report.h"
 #include "observability/metrics.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 /// The /admin/capacity body:
 /// `{"target_utilization":..,"pools":[..],"reserved_idle":[..]}`.
@@ -18,6 +18,6 @@ std::string CapacityJson(const CapacityReport& report);
 /// samples only), geogate_pool_desired_backends{region,gpu,model},
 /// geogate_pool_backends{region,gpu,model} (routable now) and
 /// geogate_reserved_idle_cost_dollars_per_hour{region,gpu}.
-void WriteCapacityMetrics(PromWriter& w, const CapacityReport& report);
+void WriteCapacityMetrics(observability::PromWriter& w, const CapacityReport& report);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

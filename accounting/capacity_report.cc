@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 /// Utilisation at or above this is reported as saturated: in-flight counts
@@ -197,4 +197,4 @@ CapacityReport BuildCapacityReport(const config::Snapshot& cfg,
   return BuildCapacityReport(cfg, routable, util, now);
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -19,7 +19,7 @@
 #include "health/health_table.h"
 #include "health/time_source.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 struct PoolReport {
   std::string region;
@@ -72,4 +72,4 @@ CapacityReport BuildCapacityReport(const config::Snapshot& cfg,
                                    const std::vector<health::BackendStatePtr>& states,
                                    const UtilizationTracker& util, health::MonotonicTime now);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

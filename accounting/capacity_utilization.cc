@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 constexpr int64_t kNanosPerSecond = 1'000'000'000;
@@ -115,4 +115,4 @@ size_t UtilizationTracker::tracked() const {
   return series_.size();
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

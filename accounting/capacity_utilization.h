@@ -23,7 +23,7 @@
 #include "health/health_table.h"
 #include "health/time_source.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 enum class UtilWindow : uint8_t { k1m = 0, k5m = 1, k15m = 2 };
 inline constexpr size_t kUtilWindows = 3;
@@ -93,4 +93,4 @@ class UtilizationTracker {
   absl::flat_hash_map<std::string, Series> series_;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -1,6 +1,6 @@
 #include "accounting/showback_counters.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 void ShowbackCounters::Add(const ShowbackRecord& r) {
   std::string_view tenant = r.tenant.empty() ? std::string_view("none") : r.tenant;
@@ -8,7 +8,7 @@ void ShowbackCounters::Add(const ShowbackRecord& r) {
   cost.Add({tenant, r.backend, r.model}, r.cost);
 }
 
-void WriteShowbackCounters(PromWriter& w, const ShowbackCounters& c) {
+void WriteShowbackCounters(observability::PromWriter& w, const ShowbackCounters& c) {
   static constexpr std::array<const char*, 3> kLabels{"tenant", "backend", "model"};
   w.Family("geogate_gpu_seconds_total", "counter",
            "GPU-seconds used: stream wall time / backend capacity, per tenant, backend and model.");
@@ -18,4 +18,4 @@ void WriteShowbackCounters(PromWriter& w, const ShowbackCounters& c) {
   w.Counter("geogate_cost_dollars_total", kLabels, c.cost);
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -7,11 +7,11 @@
 #include "accounting/showback_record.h"
 #include "observability/metrics.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 struct ShowbackCounters {
-  CounterVec<3> gpu_seconds;  // geogate_gpu_seconds_total{tenant,backend,model}
-  CounterVec<3> cost;         // geogate_cost_dollars_total{tenant,backend,model}
+  observability::CounterVec<3> gpu_seconds;  // geogate_gpu_seconds_total{tenant,backend,model}
+  observability::CounterVec<3> cost;         // geogate_cost_dollars_total{tenant,backend,model}
 
   /// Counts one finished request; tenant "" is labelled "none", like
   /// geogate_requests_total.
@@ -23,6 +23,6 @@ struct ShowbackCounters {
 };
 
 /// Writes geogate_gpu_seconds_total and geogate_cost_dollars_total.
-void WriteShowbackCounters(PromWriter& w, const ShowbackCounters& c);
+void WriteShowbackCounters(observability::PromWriter& w, const ShowbackCounters& c);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

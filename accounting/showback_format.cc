@@ -7,7 +7,7 @@
 #include "accounting/showback_line.h"
 #include "common/json.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 namespace json = boost::json;
@@ -80,7 +80,7 @@ std::string FormatShowbackJson(const ShowbackResult& r) {
   doc.emplace("group_by", std::move(group_by));
   doc.emplace("rows", std::move(rows));
   doc.emplace("totals", std::move(totals));
-  return SerializeJson(doc);
+  return common::SerializeJson(doc);
 }
 
 std::string FormatShowbackCsv(const ShowbackResult& r) {
@@ -101,11 +101,11 @@ std::string FormatShowbackCsv(const ShowbackResult& r) {
     }
     for (size_t i = 0; i < kUsageFields; ++i) {
       if (i > 0) out += ',';
-      out += SerializeJson(UsageField(x.usage, i));  // a number, as in the JSON
+      out += common::SerializeJson(UsageField(x.usage, i));  // a number, as in the JSON
     }
     out += "\r\n";
   }
   return out;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

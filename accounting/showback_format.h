@@ -6,7 +6,7 @@
 
 #include "accounting/showback_query.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 /// `{"from","to","group_by":[...],"rows":[{...}],"totals":{...}}`; from and
 /// to as RFC 3339 UTC, each row with its group values under the dimension
@@ -32,4 +32,4 @@ inline constexpr const char* kShowbackUsageFields[] = {
     "cost",
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

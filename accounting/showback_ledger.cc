@@ -5,7 +5,7 @@
 
 #include "common/strings.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 size_t ShowbackLedger::Hash::operator()(const KeyView& k) const {
   return HashLabels(k.dims, static_cast<size_t>(k.minute_ms));
@@ -72,4 +72,4 @@ std::vector<ShowbackBucket> ShowbackLedger::Snapshot() const {
   return out;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "accounting/showback_record.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 class ShowbackLedger {
  public:
@@ -67,4 +67,4 @@ class ShowbackLedger {
   int64_t oldest_minute_ms_ = INT64_MAX;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

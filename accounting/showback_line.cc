@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "common/json.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 namespace json = boost::json;
@@ -64,7 +64,7 @@ void AppendShowbackLine(const ShowbackBucket& b, std::string_view edge, std::str
   line.emplace("estimated_completion_tokens", u.estimated_completion_tokens);
   line.emplace("gpu_seconds", u.gpu_seconds);
   line.emplace("cost", u.cost);
-  out += SerializeJson(line);
+  out += common::SerializeJson(line);
   out += '\n';
 }
 
@@ -119,4 +119,4 @@ absl::StatusOr<ShowbackBucket> ParseShowbackLine(std::string_view line) {
   return b;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "accounting/showback_record.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 /// Appends `bucket` as one JSON line, newline included. `edge` is the
 /// gateway's edge name, written so lines from several edges can be merged.
@@ -25,4 +25,4 @@ absl::StatusOr<ShowbackBucket> ParseShowbackLine(std::string_view line);
 /// RFC 3339 UTC with second precision: "2025-03-01T10:05:00Z".
 std::string FormatRfc3339(int64_t unix_ms);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -14,7 +14,7 @@
 #include "accounting/showback_line.h"
 #include "common/strings.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 constexpr const char* kDimList = "tenant, model, region, gpu, provider, tier, backend";
@@ -177,4 +177,4 @@ ShowbackResult ShowbackAggregator::Finish() && {
   return r;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

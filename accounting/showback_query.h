@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "accounting/showback_record.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 enum class ShowbackFormat : uint8_t { kJson, kCsv };
 
@@ -83,4 +83,4 @@ class ShowbackAggregator {
   ShowbackUsage totals_;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

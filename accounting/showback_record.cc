@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 const char* ShowbackDimName(ShowbackDim d) {
   switch (d) {
@@ -123,4 +123,4 @@ ShowbackRecord MakeShowbackRecord(const config::Snapshot& cfg, size_t backend,
   return r;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

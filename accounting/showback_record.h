@@ -10,7 +10,7 @@
 
 #include "config/snapshot.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 /// The dimensions a bucket is keyed by and a query may group by, in the
 /// order they appear in files, JSON rows and CSV columns.
@@ -108,4 +108,4 @@ ShowbackRecord MakeShowbackRecord(const config::Snapshot& cfg, size_t backend,
                                   int64_t prompt_tokens, int64_t completion_tokens, bool estimated,
                                   double stream_seconds, int64_t unix_ms);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting/showback_line.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 constexpr int64_t kHourMs = 3600 * 1000;
@@ -297,4 +297,4 @@ void ShowbackStore::WriteLocked(std::string& lines) {
   if (lines.front() == '\n') --lines_written_;  // the separator after a torn fragment
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -18,7 +18,7 @@
 #include "accounting/showback_record.h"
 #include "config/snapshot.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 
 struct ShowbackStoreOptions {
   std::string file;  // absolute path; "" = memory only
@@ -112,4 +112,4 @@ class ShowbackStore {
   std::string last_error_;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -47,7 +47,7 @@ inline void* thread_info_base::allocate<thread_info_base::awaitable_frame_tag>(a
   // new (under the block cache) gives.
   static_assert(BOOST_ASIO_DEFAULT_ALIGN <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
   if (align > BOOST_ASIO_DEFAULT_ALIGN) throw std::bad_alloc();
-  return geogate::gateway::block_cache::Allocate(size);
+  return geogate::common::block_cache::Allocate(size);
 }
 
 template <>
@@ -55,7 +55,7 @@ inline void thread_info_base::deallocate<thread_info_base::awaitable_frame_tag>(
                                                                                 thread_info_base*,
                                                                                 void* pointer,
                                                                                 std::size_t size) {
-  geogate::gateway::block_cache::Deallocate(pointer, size);
+  geogate::common::block_cache::Deallocate(pointer, size);
 }
 
 }  // namespace boost::asio::detail

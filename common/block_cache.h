@@ -29,7 +29,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 namespace block_cache {
 
@@ -191,4 +191,4 @@ PooledPtr<T> MakePooled(Args&&... args) {
   }
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

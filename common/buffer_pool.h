@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 class BufferPool {
  public:
@@ -102,4 +102,4 @@ class BufferPool {
   std::vector<std::unique_ptr<char[]>> free_;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

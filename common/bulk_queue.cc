@@ -4,7 +4,7 @@
 
 #include <boost/asio/post.hpp>
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 BulkQueue::Node* BulkQueue::Pop() {
   Node* n = head_;
@@ -50,4 +50,4 @@ void BulkQueue::Drain() {
   }
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

@@ -48,7 +48,7 @@
 
 #include "common/block_cache.h"
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 namespace net = boost::asio;
 
@@ -85,9 +85,15 @@ class BulkQueue {
 
   /// Destroys every queued item without running it.
   void Clear();
-  size_t size() const { return size_; }
-  size_t batch() const { return batch_; }
-  void set_batch(size_t batch) { batch_ = batch == 0 ? 1 : batch; }
+  size_t size() const {
+    return size_;
+  }
+  size_t batch() const {
+    return batch_;
+  }
+  void set_batch(size_t batch) {
+    batch_ = batch == 0 ? 1 : batch;
+  }
 
   /// An Asio executor: a completion handler bound to it
   /// (net::bind_executor) runs from this queue.
@@ -109,7 +115,9 @@ class BulkQueue {
    private:
     BulkQueue* q_;
   };
-  Executor executor() noexcept { return Executor(this); }
+  Executor executor() noexcept {
+    return Executor(this);
+  }
 
  private:
   struct Node {
@@ -144,4 +152,4 @@ class BulkQueue {
   bool draining_ = false;  // a batch runs: the next is scheduled after it
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

@@ -5,7 +5,7 @@
 
 #include <boost/json/serialize.hpp>
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 namespace json = boost::json;
 
@@ -79,4 +79,4 @@ void AppendJsonNumber(std::string& out, double v) {
   out.append(buf, r.ptr);
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

@@ -9,7 +9,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 /// boost::json::serialize, except for the text of doubles: Boost.JSON 1.81
 /// writes 0.7 as "7E-1" and 3.0 as "3E0". Here a double is written as
@@ -25,4 +25,4 @@ std::string SerializeJson(const boost::json::array& a);
 /// so both formats agree digit for digit.
 void AppendJsonNumber(std::string& out, double v);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 namespace {
 
@@ -78,4 +78,4 @@ char* WriteJsonString(char* dst, std::string_view s) {
   return dst;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

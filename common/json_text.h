@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 /// The longest text WriteJsonString writes for `s`: every byte a \u00XX
 /// escape, and the quotes.
@@ -20,4 +20,4 @@ constexpr size_t JsonStringBound(std::string_view s) {
 /// has room for JsonStringBound(s) bytes. @return the end of what it wrote.
 char* WriteJsonString(char* dst, std::string_view s);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

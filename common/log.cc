@@ -10,7 +10,7 @@
 
 #include "common/json.h"
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 namespace {
 
@@ -50,4 +50,4 @@ void LogError(std::string_view c, std::string_view m, std::initializer_list<LogF
   Write("error", c, m, f);
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

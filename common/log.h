@@ -9,7 +9,7 @@
 #include <string_view>
 #include <variant>
 
-namespace geogate::gateway {
+namespace geogate::common {
 
 /// A member added after "msg", for what a reader should not have to parse
 /// out of the message (a listener's address and port, say).
@@ -30,4 +30,4 @@ void LogWarn(std::string_view component, std::string_view message,
 void LogError(std::string_view component, std::string_view message,
               std::initializer_list<LogField> fields = {});
 
-}  // namespace geogate::gateway
+}  // namespace geogate::common

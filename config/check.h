@@ -13,7 +13,7 @@ namespace geogate::config {
 
 /// Opens the files a loaded snapshot names the way start-up opens them and
 /// returns what is wrong, each at the key that names the file. The binary
-/// passes gateway::CheckNamedFiles (geo database, TLS pairs, CA files), the
+/// passes server::CheckNamedFiles (geo database, TLS pairs, CA files), the
 /// same code start-up and reload use; config/ itself opens none of them.
 using FileOpener =
     std::function<std::vector<ConfigError>(const Snapshot& snap, const std::string& config_file)>;

@@ -15,7 +15,7 @@
 
 #include "common/json_text.h"
 
-namespace geogate::gateway {
+namespace geogate::observability {
 
 namespace {
 
@@ -101,7 +101,7 @@ class LineWriter {
   template <size_t N>
   void String(const char (&key)[N], std::string_view v) {
     Text(key);
-    p_ = WriteJsonString(p_, v);
+    p_ = common::WriteJsonString(p_, v);
   }
   template <size_t N>
   void Integer(const char (&key)[N], int64_t v) {
@@ -180,7 +180,7 @@ class LineBounder {
   }
   template <size_t N>
   void String(const char (&)[N], std::string_view v) {
-    n_ += N - 1 + JsonStringBound(v);
+    n_ += N - 1 + common::JsonStringBound(v);
   }
   template <size_t N>
   void Integer(const char (&)[N], int64_t) {
@@ -366,4 +366,4 @@ void AccessLog::Run() {
   }
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::observability

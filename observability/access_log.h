@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace geogate::gateway {
+namespace geogate::observability {
 
 /// How a request ended, from a fixed list (docs/observability.md).
 enum class RequestOutcome : uint8_t {
@@ -139,4 +139,4 @@ class AccessLogBuffer {
   std::string buf_;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::observability

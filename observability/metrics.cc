@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace geogate::gateway {
+namespace geogate::observability {
 
 const std::vector<double>& LatencyBuckets() {
   static const std::vector<double> kBuckets = {
@@ -120,4 +120,4 @@ void PromWriter::HistogramSamples(std::string_view name, const char* const* name
   SampleN(std::string(name) + "_count", names, values, n, static_cast<double>(d.count));
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::observability

@@ -17,7 +17,7 @@
 
 #include "common/strings.h"
 
-namespace geogate::gateway {
+namespace geogate::observability {
 
 template <size_t N>
 using Labels = std::array<std::string, N>;
@@ -180,4 +180,4 @@ class PromWriter {
 /// fraction, +Inf/-Inf/NaN spelled out).
 std::string FormatValue(double v);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::observability

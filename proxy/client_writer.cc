@@ -7,7 +7,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace {
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
@@ -105,4 +105,4 @@ void ClientWriter::Count(size_t n) {
   worker_bytes_ += n;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -25,7 +25,7 @@
 #include "proxy/stream.h"
 #include "proxy/watchdog.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 class ClientWriter {
  public:
@@ -98,4 +98,4 @@ class ClientWriter {
   char size_line_[24];
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

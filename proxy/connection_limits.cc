@@ -3,7 +3,7 @@
 #include "absl/hash/hash.h"
 #include "proxy/idle_list.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 Admission Admit(int64_t open, uint32_t max_connections, std::span<const int64_t> oldest_idle_ns,
                 size_t self) {
@@ -52,4 +52,4 @@ size_t ConnectionsPerIp::addresses() const {
   return counts_.size();
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

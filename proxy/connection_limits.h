@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "routing/ip_addr.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 struct Admission {
   enum class Kind : uint8_t {
@@ -51,4 +51,4 @@ class ConnectionsPerIp {
   absl::flat_hash_map<routing::IpAddr, uint32_t, Hash> counts_;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

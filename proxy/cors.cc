@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 std::string_view CorsAllowOrigin(const config::Cors* policy, std::string_view origin) {
   if (policy == nullptr || origin.empty()) return {};
@@ -24,4 +24,4 @@ PreflightVerdict DecidePreflight(const config::Cors* policy, bool is_options,
                                                  : PreflightVerdict::kAllowed;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -9,7 +9,7 @@
 
 #include "config/snapshot.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// Sent with every allowed actual response so a page can read them: the
 /// request id, the gateway's routing tags, and what the OpenAI SDKs read
@@ -71,4 +71,4 @@ void AddPreflightFields(Out& out, const config::Cors& policy, std::string_view o
   out.set("Vary", "Origin");
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -15,7 +15,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/optional/optional.hpp>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// What a reader reserves before the first body byte, at most: a typical
 /// chat request fits, and one read of the socket is no larger.
@@ -82,4 +82,4 @@ struct GrowingStringBody {
                                                                 Allocator>::writer;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

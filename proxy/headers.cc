@@ -13,7 +13,7 @@
 
 #include "proxy/response_head.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace beast = boost::beast;
 
@@ -195,4 +195,4 @@ bool IsAcceptableRequestId(std::string_view id) {
   return true;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

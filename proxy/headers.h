@@ -17,13 +17,13 @@
 #include "config/snapshot.h"
 #include "proxy/openai_error.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace http = boost::beast::http;
 
 /// The fields of the heads the proxy parses (the client's request, the
 /// backend's response), in per-thread pooled blocks.
-using Fields = http::basic_fields<PooledAllocator<char>>;
+using Fields = http::basic_fields<common::PooledAllocator<char>>;
 
 /// True for fields that describe one connection rather than the message:
 /// Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
@@ -52,7 +52,7 @@ std::optional<HeadRefusal> CheckRequestHead(const Fields& fields, unsigned versi
 /// is added twice.
 class HeaderText {
  public:
-  explicit HeaderText(PooledString& out) : out_(out) {}
+  explicit HeaderText(common::PooledString& out) : out_(out) {}
   void insert(std::string_view name, std::string_view value) {
     out_.append(name).append(": ").append(value).append("\r\n");
   }
@@ -60,7 +60,7 @@ class HeaderText {
   void set(http::field f, std::string_view value) { insert(http::to_string(f), value); }
 
  private:
-  PooledString& out_;
+  common::PooledString& out_;
 };
 
 struct ForwardInfo {
@@ -109,4 +109,4 @@ GeneratedRequestId NewRequestId();
 /// Client-supplied x-request-id is kept when it is short and printable.
 bool IsAcceptableRequestId(std::string_view id);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -11,7 +11,7 @@
 
 #include <boost/intrusive/list.hpp>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// "No idle connection" for IdleList::oldest_since_ns.
 inline constexpr int64_t kNoIdle = std::numeric_limits<int64_t>::max();
@@ -60,4 +60,4 @@ class IdleList {
   std::atomic<int64_t> oldest_since_{kNoIdle};
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

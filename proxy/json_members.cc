@@ -5,7 +5,7 @@
 #include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/error.hpp>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace json = boost::json;
 
@@ -196,4 +196,4 @@ JsonTopLevel ReadJsonMembers(std::string_view text, std::span<const JsonMemberPa
   return parser.handler().top();
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -18,7 +18,7 @@
 #include <absl/functional/function_ref.h>
 #include <boost/system/error_code.hpp>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// A member to report: `key` of the top-level object when `parent` is
 /// empty, else `key` of the object that is the top-level member `parent`;
@@ -56,4 +56,4 @@ JsonTopLevel ReadJsonMembers(std::string_view text, std::span<const JsonMemberPa
                              absl::FunctionRef<void(size_t, const JsonMemberValue&)> on_member,
                              boost::system::error_code& ec);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

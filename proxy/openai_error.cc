@@ -2,7 +2,7 @@
 
 #include "common/json.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 ErrorSpec SpecOf(ErrorKind kind) {
   switch (kind) {
@@ -57,7 +57,7 @@ ErrorSpec SpecOf(ErrorKind kind) {
 }
 
 static std::string ErrorObject(std::string_view message, const char* type, const char* code) {
-  return SerializeJson(boost::json::object{
+  return common::SerializeJson(boost::json::object{
       {"error", boost::json::object{{"message", message}, {"type", type}, {"code", code}}}});
 }
 
@@ -73,4 +73,4 @@ std::string StreamErrorEvent(std::string_view message) {
   return out;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 enum class ErrorKind : uint8_t {
   kBadRequest,          // 400 bad_request
@@ -49,4 +49,4 @@ std::string ErrorBody(ErrorKind kind, std::string_view message);
 /// `data:` line with the error object and the blank line that ends the event.
 std::string StreamErrorEvent(std::string_view message);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -35,14 +35,14 @@
 #include "routing/decide.h"
 #include "routing/live_health_view.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace {
 
 using health::FailureReason;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
-using ResponseParser = http::response_parser<http::buffer_body, PooledAllocator<char>>;
+using ResponseParser = http::response_parser<http::buffer_body, common::PooledAllocator<char>>;
 
 constexpr auto kHealthWatchPeriod = std::chrono::milliseconds(25);
 
@@ -131,7 +131,7 @@ class DisconnectWatch {
   /// no allocation for it.
   void Start() {
     if (state_) return;
-    state_ = std::allocate_shared<State>(PooledAllocator<State>());
+    state_ = std::allocate_shared<State>(common::PooledAllocator<State>());
     state_->client = client_;
     state_->target = target_;
     Arm(state_);
@@ -223,7 +223,7 @@ class ProxyCall {
   ProxyCall& operator=(const ProxyCall&) = delete;
 
   /// `self` is this call: Run's frame owns it until the request is done.
-  net::awaitable<bool> Run(PooledPtr<ProxyCall> self);
+  net::awaitable<bool> Run(common::PooledPtr<ProxyCall> self);
 
  private:
   // The worker's clock, reached through worker_ (not a member of its own:
@@ -278,9 +278,9 @@ class ProxyCall {
   Watchdog& wd_;  // the session's: deadlines of every read and write below
   // Both from the block cache: with reserve() below they fit its 256- and
   // 512-byte classes for ordinary heads, instead of two mallocs per request.
-  PooledString up_fields_;  // the forwarded fields every attempt sends (Host, key excluded)
-  PooledString up_body_;
-  PooledString up_head_;  // request line, this attempt's Host and key, up_fields_, length
+  common::PooledString up_fields_;  // the forwarded fields every attempt sends (Host, key excluded)
+  common::PooledString up_body_;
+  common::PooledString up_head_;  // request line, this attempt's Host and key, up_fields_, length
   std::string_view original_target_;            // in ctx_.req, which outlives the call
   health::RetryBudget::RetryGuard retry_slot_;  // held from a retry's start to its commit
   // When the committed attempt's request went to the backend: the GPU works
@@ -292,14 +292,14 @@ class ProxyCall {
   Clock::time_point ttft_from_{};
   // Taken when body bytes are parsed into it (DrainBuffered), given back
   // while a flowing stream waits for its backend with nothing in it.
-  BufferPool::Lease relay_lease_;
+  common::BufferPool::Lease relay_lease_;
   ClientWriter client_out_;  // everything the client gets of a relayed response
 };
 
 net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, int retry_after) {
   ErrorSpec spec = SpecOf(kind);
   ctx_.status = spec.status;
-  ctx_.outcome = RequestOutcome::kRejected;
+  ctx_.outcome = observability::RequestOutcome::kRejected;
   ctx_.error_code = spec.code;
   co_return co_await ctx_.session.SendError(&ctx_.req, kind, message, ctx_.request_id, retry_after,
                                             &ctx_.bytes_out);
@@ -337,7 +337,7 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
                                             std::chrono::milliseconds(5), queue_deadline - now)));
     if (watch_.gone()) {
       ctx_.status = 499;
-      ctx_.outcome = RequestOutcome::kClientClosed;
+      ctx_.outcome = observability::RequestOutcome::kClientClosed;
       co_return false;
     }
   }
@@ -383,14 +383,14 @@ void ProxyCall::BuildUpstreamRequest() {
   fwd.client_tls = ctx_.session.tls();
   fwd.request_id = ctx_.request_id;
   fwd.replace_trace_context = ctx_.trace != nullptr;
-  up_fields_.reserve(kPooledStringMax / 2);  // a 256-byte block; grows into a 512-byte one
+  up_fields_.reserve(common::kPooledStringMax / 2);  // a 256-byte block; grows into a 512-byte one
   HeaderText fields(up_fields_);
   PrepareUpstreamHeaders(ctx_.req.base(), fields, fwd);
   // The usage chunk is requested for accounting when the client did not ask
   // for it; SseObserver strips it from the client's stream again.
   // The Responses API always reports usage and has no include_usage option
   // (OpenAI refuses unknown parameters): its body is left alone.
-  std::optional<PooledString> rewritten =
+  std::optional<common::PooledString> rewritten =
       body_.Rewrite(ctx_.model_name(), /*request_usage=*/!ctx_.responses_api());
   // The client's body is not needed again (its size is already recorded):
   // move it rather than copy up to max_body_bytes per request.
@@ -421,7 +421,7 @@ void ProxyCall::BuildAttemptHead(const config::Backend& b) {
   up_head_ += "\r\n";
 }
 
-net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
+net::awaitable<bool> ProxyCall::Run(common::PooledPtr<ProxyCall> /*self*/) {
   routing::Decision decision;
   if (!co_await Select(decision)) co_return ctx_.status != 499 && ctx_.req.keep_alive();
   BuildUpstreamRequest();
@@ -463,7 +463,7 @@ net::awaitable<bool> ProxyCall::Run(PooledPtr<ProxyCall> /*self*/) {
     BOOST_ASSERT(last.error);        // an attempt that did not commit says why
     if (!last.error->retryable()) {  // the client left
       ctx_.status = 499;
-      ctx_.outcome = RequestOutcome::kClientClosed;
+      ctx_.outcome = observability::RequestOutcome::kClientClosed;
       worker_.metrics().client_disconnects++;
       co_return false;
     }
@@ -476,7 +476,7 @@ net::awaitable<bool> ProxyCall::FailAll(const AttemptResult& last) {
   const ProxyError* error = last.error ? &*last.error : nullptr;
   ClientAnswer answer = AnswerFor(error, ctx_.attempts);
   bool keep = co_await Fail(answer.kind, answer.message);
-  ctx_.outcome = RequestOutcome::kUpstreamFailed;
+  ctx_.outcome = observability::RequestOutcome::kUpstreamFailed;
   if (error != nullptr && ctx_.attempts != 0)
     ctx_.upstream_error = health::FailureReasonName(error->reason);
   co_return keep;
@@ -496,7 +496,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   // Not in this frame: 272 bytes more made it 1056, past what Asio
   // recycles, so every attempt cost a malloc large enough to make glibc
   // consolidate its fast bins.
-  PooledPtr<ResponseParser> parser;
+  common::PooledPtr<ResponseParser> parser;
   for (;;) {
     if (!conn) {
       auto budget = Remaining(deadline, Now());
@@ -514,7 +514,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     }
     conn->uses++;
     watch_.Target(&conn->stream);
-    parser = MakePooled<ResponseParser>();
+    parser = common::MakePooled<ResponseParser>();
     parser->body_limit(boost::none);
     parser->header_limit(64 * 1024);
     // Until the first body byte: the first-token deadline, and a backend the
@@ -700,7 +700,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       worker_.metrics().streams_interrupted++;
       r.error = ProxyError::Upstream(reason, ec.message());
       r.keep_alive = false;
-      ctx_.outcome = RequestOutcome::kInterrupted;
+      ctx_.outcome = observability::RequestOutcome::kInterrupted;
       ctx_.error_code = "stream_interrupted";  // the code of the SSE error event
       ctx_.upstream_error = health::FailureReasonName(reason);
       if (sse && chunked) {
@@ -728,7 +728,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   if (!ended) {
     if (!client_out_.data_reached()) co_return ClientLeft(backend, observer);
     keep_alive = false;
-    ctx_.outcome = RequestOutcome::kClientClosed;  // the end of the body never reached it
+    ctx_.outcome =
+        observability::RequestOutcome::kClientClosed;  // the end of the body never reached it
   }
   wd_.Disarm();
   AccountTokens(backend, observer);
@@ -833,7 +834,7 @@ void ProxyCall::LearnTtft(size_t backend, Clock::time_point t0, Clock::time_poin
 
 AttemptResult ProxyCall::ClientLeft(size_t backend, const SseObserver& sse) {
   worker_.metrics().client_disconnects++;
-  ctx_.outcome = RequestOutcome::kClientClosed;
+  ctx_.outcome = observability::RequestOutcome::kClientClosed;
   AccountTokens(backend, sse);
   AttemptResult r;
   r.committed = true;
@@ -851,7 +852,7 @@ void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse) {
   // GPU-seconds = stream wall time / capacity (the request's share of one
   // GPU); cost = GPU-seconds x cost_per_hour / 3600 (docs/showback.md).
   // Charged when the request ends (request_handler.cc), from this record.
-  ctx_.usage = MakeShowbackRecord(
+  ctx_.usage = accounting::MakeShowbackRecord(
       ctx_.cfg, backend, t ? std::string_view(t->name) : std::string_view(), ctx_.model_name(),
       sse.prompt_tokens(), sse.completion_tokens(), sse.estimated(),
       std::chrono::duration<double>(Now() - sent_at_).count(), now_ms);
@@ -860,15 +861,15 @@ void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse) {
 }  // namespace
 
 // Allocated from the block cache: it must fit its largest class.
-static_assert(sizeof(ProxyCall) <= block_cache::kLargestBlock);
+static_assert(sizeof(ProxyCall) <= common::block_cache::kLargestBlock);
 
 net::awaitable<bool> ProxyRequest(RequestContext& ctx, const RequestBody& body) {
   // Off the session's coroutine frame, so idle connections stay small; the
   // relay buffer inside comes from the worker's pool.
   // Not a coroutine itself: Run's frame owns the call, one frame fewer.
-  PooledPtr<ProxyCall> call = MakePooled<ProxyCall>(ctx, body);
+  common::PooledPtr<ProxyCall> call = common::MakePooled<ProxyCall>(ctx, body);
   ProxyCall* p = call.get();
   return p->Run(std::move(call));
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

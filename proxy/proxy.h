@@ -10,9 +10,9 @@
 #include "proxy/request_body.h"
 #include "proxy/request_context.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// @return whether the client connection stays open.
 net::awaitable<bool> ProxyRequest(RequestContext& ctx, const RequestBody& body);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 ClientAnswer AnswerFor(const ProxyError* last, size_t attempts) {
   if (attempts == 0 || last == nullptr)
@@ -15,4 +15,4 @@ ClientAnswer AnswerFor(const ProxyError* last, size_t attempts) {
   return {ErrorKind::kUpstreamFailed, "every backend attempt failed " + why};
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

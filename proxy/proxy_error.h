@@ -12,7 +12,7 @@
 #include "health/backend_state.h"
 #include "proxy/openai_error.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// Whose fault a failure is.
 enum class ErrorSource : uint8_t {
@@ -48,4 +48,4 @@ struct ClientAnswer {
 /// a 504, every other upstream failure a 502.
 ClientAnswer AnswerFor(const ProxyError* last, size_t attempts);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

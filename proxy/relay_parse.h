@@ -9,7 +9,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/system/error_code.hpp>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// Parses what is already in `in` (bytes read from the backend) into `out`
 /// after its first `got` bytes, without reading from the socket, so tokens
@@ -45,4 +45,4 @@ size_t ParseBufferedBody(Parser& parser, boost::beast::flat_buffer& in, char* ou
   return got;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -10,7 +10,7 @@
 
 #include "proxy/json_members.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace json = boost::json;
 
@@ -107,8 +107,8 @@ void RequestBody::SetModel(std::string_view name) {
   facts_.model = *unescaped_model_;
 }
 
-std::optional<PooledString> RequestBody::Rewrite(std::string_view canonical_model,
-                                                 bool request_usage) const {
+std::optional<common::PooledString> RequestBody::Rewrite(std::string_view canonical_model,
+                                                         bool request_usage) const {
   if (facts_.status != BodyFacts::Status::kOk) return std::nullopt;
   bool rename = facts_.model != canonical_model;
   bool add_usage = request_usage && facts_.stream && !facts_.include_usage;
@@ -118,7 +118,7 @@ std::optional<PooledString> RequestBody::Rewrite(std::string_view canonical_mode
     // object's closing brace (the body is a valid object with a model,
     // so it ends in '}' and the new member follows another one).
     size_t close = body_.find_last_not_of(" \t\r\n");
-    PooledString out;
+    common::PooledString out;
     out.reserve(body_.size() + 40);
     out.append(body_.substr(0, close));
     out += R"(,"stream_options":{"include_usage":true})";
@@ -141,7 +141,7 @@ std::optional<PooledString> RequestBody::Rewrite(std::string_view canonical_mode
     so.get_object()["include_usage"] = true;
   }
   std::string text = json::serialize(doc);
-  return PooledString(text.data(), text.size());
+  return common::PooledString(text.data(), text.size());
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

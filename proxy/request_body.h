@@ -10,7 +10,7 @@
 
 #include "common/block_cache.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 struct BodyFacts {
   enum class Status { kOk, kInvalidJson, kNotObject, kMissingModel };
@@ -39,7 +39,8 @@ class RequestBody {
   /// the original bytes when that member is all there is to add, else a
   /// re-serialised document).
   /// @return nullopt when the original bytes can be forwarded unchanged.
-  std::optional<PooledString> Rewrite(std::string_view canonical_model, bool request_usage) const;
+  std::optional<common::PooledString> Rewrite(std::string_view canonical_model,
+                                              bool request_usage) const;
 
  private:
   explicit RequestBody(std::string_view body) : body_(body) {}
@@ -51,4 +52,4 @@ class RequestBody {
   std::unique_ptr<std::string> unescaped_model_;  // only for names with escapes
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -20,7 +20,7 @@
 #include "routing/residency.h"
 #include "tracing/request_trace.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 inline constexpr size_t kNoIndex = std::numeric_limits<size_t>::max();
 
@@ -35,9 +35,9 @@ struct RequestContext {
   const config::Snapshot& cfg;
   Request& req;
   health::MonotonicTime start = worker.time().monotonic();
-  PooledString request_id;  // 32 characters, or the client's (up to 128)
-  std::string_view path;    // normalised path without the query (as sent if refused)
-  uint64_t bytes_in = 0;    // request body size (the body itself moves upstream)
+  common::PooledString request_id;  // 32 characters, or the client's (up to 128)
+  std::string_view path;            // normalised path without the query (as sent if refused)
+  uint64_t bytes_in = 0;            // request body size (the body itself moves upstream)
   std::unique_ptr<tracing::RequestTrace> trace;  // null unless [tracing] is on (trace_hooks.h)
 
   // ---- who ------------------------------------------------------------------
@@ -55,18 +55,18 @@ struct RequestContext {
 
   // ---- outcome ----------------------------------------------------------------
   unsigned status = 0;
-  RequestOutcome outcome = RequestOutcome::kCompleted;
+  observability::RequestOutcome outcome = observability::RequestOutcome::kCompleted;
   std::string_view error_code;
   std::string_view upstream_error;  // why a backend failure ended the request
   size_t backend = kNoIndex;
   double ttft_ms = -1;
   uint64_t bytes_out = 0;
   uint32_t attempts = 0;
-  PooledString route_reason;  // routing::Decision::AppendReason's text
+  common::PooledString route_reason;  // routing::Decision::AppendReason's text
   // The request-end record of the committed attempt (tokens, GPU-seconds,
   // cost), made once when its relay ends. At the request's end it is
   // charged (showback, metrics, the tenant's budget) and logged as it is.
-  std::optional<ShowbackRecord> usage;
+  std::optional<accounting::ShowbackRecord> usage;
 
   const config::Tenant* tenant_config() const {
     return tenant == kNoIndex ? nullptr : &cfg.tenants[tenant];
@@ -78,4 +78,4 @@ struct RequestContext {
   }
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -19,7 +19,7 @@
 #include "routing/client_ip.h"
 #include "routing/residency.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace {
 
@@ -37,7 +37,7 @@ net::awaitable<bool> Fail(RequestContext& ctx, ErrorKind kind, std::string_view 
                           int retry_after_s = -1) {
   ErrorSpec spec = SpecOf(kind);
   ctx.status = spec.status;
-  ctx.outcome = RequestOutcome::kRejected;
+  ctx.outcome = observability::RequestOutcome::kRejected;
   ctx.error_code = spec.code;
   co_return co_await ctx.session.SendError(&ctx.req, kind, message, ctx.request_id, retry_after_s,
                                            &ctx.bytes_out);
@@ -187,7 +187,7 @@ net::awaitable<bool> SendJson(RequestContext& ctx, std::string body) {
       ctx.req.keep_alive() && !ctx.worker.shared().draining.load(std::memory_order_relaxed);
   bool ok = co_await ctx.session.Send(res, body, keep_alive, ctx.req.method() == http::verb::head,
                                       ctx.bytes_out);
-  if (!ok) ctx.outcome = RequestOutcome::kClientClosed;
+  if (!ok) ctx.outcome = observability::RequestOutcome::kClientClosed;
   co_return ok&& keep_alive;
 }
 
@@ -220,7 +220,7 @@ net::awaitable<bool> AnswerPreflight(RequestContext& ctx, PreflightVerdict verdi
       ctx.req.keep_alive() && !ctx.worker.shared().draining.load(std::memory_order_relaxed);
   std::string_view no_body;
   bool ok = co_await ctx.session.Send(res, no_body, keep_alive, false, ctx.bytes_out);
-  if (!ok) ctx.outcome = RequestOutcome::kClientClosed;
+  if (!ok) ctx.outcome = observability::RequestOutcome::kClientClosed;
   co_return ok&& keep_alive;
 }
 
@@ -237,7 +237,7 @@ net::awaitable<bool> HandleModels(RequestContext& ctx) {
   // A named local, not a braced temporary in the co_await's arguments (GCC
   // 12 mishandles those across a suspension).
   std::string body =
-      SerializeJson(boost::json::object{{"object", "list"}, {"data", std::move(data)}});
+      common::SerializeJson(boost::json::object{{"object", "list"}, {"data", std::move(data)}});
   co_return co_await SendJson(ctx, std::move(body));
 }
 
@@ -255,7 +255,7 @@ net::awaitable<bool> HandleModel(RequestContext& ctx, const std::string& id) {
     co_return co_await Fail(ctx, ErrorKind::kModelNotFound,
                             "The model '" + id + "' does not exist");
   ctx.model = *model;
-  std::string body = SerializeJson(ModelObject(ctx.cfg.models[*model].name));
+  std::string body = common::SerializeJson(ModelObject(ctx.cfg.models[*model].name));
   co_return co_await SendJson(ctx, std::move(body));
 }
 
@@ -281,7 +281,7 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
     if (ctx.rt.budgets[ctx.tenant]->Exceeded(now_ms)) {
       ctx.worker.metrics().tenant_rejections.Add({t->name, "budget"});
       co_return co_await Fail(ctx, ErrorKind::kBudgetExceeded, "tenant monthly budget is spent",
-                              static_cast<int>(BudgetRetryAfterSeconds(now_ms)));
+                              static_cast<int>(accounting::BudgetRetryAfterSeconds(now_ms)));
     }
     if (!slot.Acquire(state, t->max_concurrent)) {
       ctx.worker.metrics().tenant_rejections.Add({t->name, "concurrency"});
@@ -339,7 +339,7 @@ std::string_view AcceptTarget(RequestContext& ctx) {
 
 // The request-end record of a served request, charged once: the worker's
 // showback buckets and metrics, and the tenant's budget.
-void Charge(RequestContext& ctx, const ShowbackRecord& rec) {
+void Charge(RequestContext& ctx, const accounting::ShowbackRecord& rec) {
   ctx.worker.showback_ledger().Add(rec);
   WorkerMetrics& m = ctx.worker.metrics();
   m.showback.Add(rec);
@@ -372,10 +372,10 @@ void Log(RequestContext& ctx) {
   if (b) m.duration.Observe({backend}, duration_s);
   if (ctx.trace) EndRequestTrace(ctx, end);
 
-  AccessLogBuffer& log = ctx.worker.access_log();
+  observability::AccessLogBuffer& log = ctx.worker.access_log();
   if (!log.enabled()) return;
   std::string allowed = routing::RegionNames(ctx.cfg, ctx.residency.allowed);
-  AccessRecord r;
+  observability::AccessRecord r;
   r.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                   ctx.worker.time().system().time_since_epoch())
                   .count();
@@ -422,10 +422,11 @@ void Log(RequestContext& ctx) {
 // In a block of the worker's cache, not in HandleRequest's frame: with the
 // context inside (728 bytes of it) the frame was 1344 bytes, past the
 // cache's largest class, and every request paid a malloc and a free for it.
-static_assert(sizeof(RequestContext) <= block_cache::kLargestBlock);
+static_assert(sizeof(RequestContext) <= common::block_cache::kLargestBlock);
 
 net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned, Request& req) {
-  PooledPtr<RequestContext> owned = MakePooled<RequestContext>(session, pinned, req);
+  common::PooledPtr<RequestContext> owned =
+      common::MakePooled<RequestContext>(session, pinned, req);
   RequestContext& ctx = *owned;
   std::string_view rid = req["x-request-id"];
   if (IsAcceptableRequestId(rid)) {
@@ -472,4 +473,4 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
   co_return keep;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -7,9 +7,9 @@
 
 #include "proxy/session.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// Handles one complete request. @return whether the connection stays open.
 net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned, Request& req);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

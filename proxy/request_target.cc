@@ -7,7 +7,7 @@
 #include <boost/url/rfc/unreserved_chars.hpp>
 #include <boost/url/url.hpp>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace {
 
@@ -126,4 +126,4 @@ std::optional<std::string> ModelIdOfTarget(std::string_view target) {
   return id;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 struct RequestTarget {
   bool ok = false;
@@ -38,4 +38,4 @@ RequestTarget NormalizeRequestTarget(std::string_view target, std::string& stora
 /// @return the decoded id, or nullopt when `target` is not such a target.
 std::optional<std::string> ModelIdOfTarget(std::string_view target);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

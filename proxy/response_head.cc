@@ -4,11 +4,11 @@
 
 #include <boost/beast/http/status.hpp>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 ResponseHead::ResponseHead(unsigned status, std::string_view reason, unsigned version)
     : version_(version) {
-  text_.reserve(kPooledStringMax);
+  text_.reserve(common::kPooledStringMax);
   text_ += version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ";
   char num[16];
   auto [end, ec] = std::to_chars(num, num + sizeof num, status);
@@ -38,4 +38,4 @@ void ResponseHead::SetFraming(std::optional<uint64_t> length, bool chunked, bool
   text_ += "\r\n";
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -13,7 +13,7 @@
 
 #include "common/block_cache.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace http = boost::beast::http;
 
@@ -37,7 +37,7 @@ class ResponseHead {
 
  private:
   unsigned version_;
-  PooledString text_;  // a cached 512-byte block, not a malloc per response
+  common::PooledString text_;  // a cached 512-byte block, not a malloc per response
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -17,7 +17,7 @@
 #include "routing/geo_resolver.h"
 #include "tracing/tracer.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 struct Runtime {
   config::SnapshotConstPtr config;
@@ -36,7 +36,7 @@ struct Runtime {
   /// tenants[i] is the rate/concurrency state of config->tenants[i].
   std::vector<TenantStatePtr> tenants;
   /// budgets[i] is the monthly spend of config->tenants[i].
-  std::vector<BudgetStatePtr> budgets;
+  std::vector<accounting::BudgetStatePtr> budgets;
   /// [tracing]'s sampler and span queue; null when tracing is off.
   tracing::TracerConstPtr tracer;
   uint64_t generation = 0;
@@ -47,4 +47,4 @@ struct Runtime {
   }
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -2,7 +2,7 @@
 
 #include "proxy/runtime.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 void RuntimeSlot::Publish(RuntimeConstPtr runtime) {
   const uint64_t generation = runtime->generation;
@@ -32,4 +32,4 @@ bool LocalRuntime::Refresh() {
   return Adopt(slot_.Load());
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -15,7 +15,7 @@
 #include <memory>
 #include <mutex>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 struct Runtime;
 using RuntimeConstPtr = std::shared_ptr<const Runtime>;
@@ -66,4 +66,4 @@ class LocalRuntime {
   uint64_t generation_ = 0;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -13,9 +13,12 @@ class HealthService;
 class RetryBudget;
 }  // namespace geogate::health
 
-namespace geogate::gateway {
-
+namespace geogate::observability {
 class AccessLog;
+}  // namespace geogate::observability
+
+namespace geogate::proxy {
+
 class ConnectionsPerIp;
 class TenantLimits;
 class Worker;
@@ -23,7 +26,7 @@ class Worker;
 struct ServerShared {
   health::HealthService* health = nullptr;
   health::RetryBudget* retry_budget = nullptr;
-  AccessLog* access_log = nullptr;
+  observability::AccessLog* access_log = nullptr;
   TenantLimits* tenant_limits = nullptr;
   /// The runtime new requests are decided under: stored before the server
   /// says a reload is applied.
@@ -37,4 +40,4 @@ struct ServerShared {
   std::atomic<int64_t> active_streams{0};
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -20,7 +20,7 @@
 #include "proxy/request_handler.h"
 #include "routing/proxy_protocol.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace {
 
@@ -55,7 +55,7 @@ Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
                  std::optional<ErrorKind> refusal)
     : worker_(worker),
       spec_(spec),
-      buffer_(BufferPool::Allocator<char>(worker.read_buffers())),
+      buffer_(common::BufferPool::Allocator<char>(worker.read_buffers())),
       watchdog_(worker.timers(), worker.time()),
       refusal_(refusal) {
   boost::system::error_code ec;
@@ -71,7 +71,7 @@ Session::Session(Worker& worker, Stream stream, const routing::IpAddr& peer, Lis
       spec_(spec),
       peer_(peer),
       stream_(std::move(stream)),
-      buffer_(BufferPool::Allocator<char>(worker.read_buffers())),
+      buffer_(common::BufferPool::Allocator<char>(worker.read_buffers())),
       watchdog_(worker.timers(), worker.time()) {
   Open();
 }
@@ -409,7 +409,7 @@ net::awaitable<Session::Served> Session::ServeRequest() {
   // The parser and the request it makes in a cached block (512 bytes), not
   // in this frame: with them the frame was 1.3 KiB, past the block cache's
   // largest class, and cost a malloc per request.
-  PooledPtr<Parsing> parsing = MakePooled<Parsing>();
+  common::PooledPtr<Parsing> parsing = common::MakePooled<Parsing>();
   RequestParser& parser = parsing->parser;
   parser.header_limit(limits.max_header_bytes);
   parser.body_limit(limits.max_body_bytes);
@@ -493,4 +493,4 @@ net::awaitable<Session::Served> Session::ServeRequest() {
   co_return keep ? Served::kKeep : Served::kClose;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -23,18 +23,18 @@
 #include "proxy/worker.h"
 #include "routing/ip_addr.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace http = boost::beast::http;
 // The request body in the worker's block cache like its fields: a typical
 // chat request's body (under 512 bytes) costs no malloc. It grows with the
 // bytes that arrive instead of reserving the announced Content-Length.
-using RequestBodyText = GrowingStringBody<PooledAllocator<char>>;
+using RequestBodyText = GrowingStringBody<common::PooledAllocator<char>>;
 using Request = http::request<RequestBodyText, Fields>;
-using RequestParser = http::request_parser<RequestBodyText, PooledAllocator<char>>;
+using RequestParser = http::request_parser<RequestBodyText, common::PooledAllocator<char>>;
 // A connection's read buffer: kClientReadBytes from the worker's pool, given
 // back whenever the connection waits with nothing buffered.
-using ReadBuffer = beast::basic_flat_buffer<BufferPool::Allocator<char>>;
+using ReadBuffer = beast::basic_flat_buffer<common::BufferPool::Allocator<char>>;
 /// What an idle connection reads its next request's first bytes into.
 inline constexpr size_t kFirstReadBytes = 512;
 
@@ -167,4 +167,4 @@ class Session : public IdleHook {
   bool counted_ip_ = false;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -2,7 +2,7 @@
 
 #include "proxy/sse_scan.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace {
 
@@ -273,4 +273,4 @@ std::string_view SseObserver::Finish(Clock::time_point now) {
   return {};
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

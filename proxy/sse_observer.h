@@ -31,7 +31,7 @@
 #include "common/block_cache.h"
 #include "proxy/json_members.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 class SseObserver {
  public:
@@ -85,11 +85,11 @@ class SseObserver {
   Api api_;
   // From the block cache like json_body_: a new observer per response, and
   // std::string's growth from empty cost several mallocs per stream.
-  PooledString tail_;  // unfinished event (copy), for scanning and, when stripping, sending
-  PooledString out_;
+  common::PooledString tail_;  // unfinished event (copy), for scanning and, when stripping, sending
+  common::PooledString out_;
   // Non-SSE bodies, for the usage object at the end; from the block cache,
   // since every non-streamed answer fills one (up to 511 bytes stay there).
-  PooledString json_body_;
+  common::PooledString json_body_;
   bool json_overflow_ = false;
   bool usage_seen_ = false;
   int64_t prompt_tokens_ = -1;
@@ -97,7 +97,7 @@ class SseObserver {
   int64_t content_events_ = 0;
   Clock::time_point first_event_{};
   Clock::time_point last_event_{};
-  std::vector<double, PooledAllocator<double>> gaps_;  // 64 fit one cached block
+  std::vector<double, common::PooledAllocator<double>> gaps_;  // 64 fit one cached block
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -7,7 +7,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace {
 
@@ -90,4 +90,4 @@ SseEventKeys FindSseEventKeys(std::string_view data) {
   return k;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

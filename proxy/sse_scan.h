@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string_view>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// The end of the next SSE event in `buf` from `pos`: the index just past
 /// its blank line ("\n\n" or "\n\r\n"), or npos.
@@ -28,4 +28,4 @@ struct SseEventKeys {
 };
 SseEventKeys FindSseEventKeys(std::string_view data);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -12,7 +12,8 @@
 #pragma once
 
 #ifdef GEOGATE_TRANSPORT_NEUTRAL
-#error "proxy/stream.h in a source built once for both transports: move it to GEOGATE_PROXY_TRANSPORT_SOURCES (proxy/CMakeLists.txt)"
+#error \
+    "proxy/stream.h in a source built once for both transports: move it to GEOGATE_PROXY_TRANSPORT_SOURCES (proxy/CMakeLists.txt)"
 #endif
 
 #include <sys/socket.h>
@@ -34,7 +35,7 @@
 #include <boost/beast/_experimental/test/stream.hpp>
 #endif
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
@@ -212,4 +213,4 @@ class Stream {
 #endif
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 double EffectiveBurst(const config::Tenant& t) {
   return t.burst > 0 ? t.burst : std::max(1.0, t.requests_per_second);
@@ -28,4 +28,4 @@ std::vector<TenantStatePtr> TenantLimits::Bind(const config::Snapshot& snap) {
   return out;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

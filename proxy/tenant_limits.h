@@ -13,7 +13,7 @@
 #include "config/snapshot.h"
 #include "routing/rate_limiter.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 struct TenantState {
   TenantState(double rate, double burst) : limiter(rate, burst) {}
@@ -35,4 +35,4 @@ class TenantLimits {
 /// The token bucket depth a tenant gets: `burst`, or max(1, rate) when unset.
 double EffectiveBurst(const config::Tenant& t);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

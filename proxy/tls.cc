@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace ssl = boost::asio::ssl;
 
@@ -108,4 +108,4 @@ int64_t CertificateNotAfter(const ssl::context& ctx) {
   return static_cast<int64_t>(timegm(&tm));
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

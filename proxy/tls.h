@@ -12,7 +12,7 @@
 #include "config/snapshot.h"
 #include "proxy/tls_tickets.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 using SslContextPtr = std::shared_ptr<boost::asio::ssl::context>;
 
@@ -28,4 +28,4 @@ absl::StatusOr<SslContextPtr> MakeClientContext(const std::string& ca_file, bool
 /// unknown): for the certificate-expiry metric.
 int64_t CertificateNotAfter(const boost::asio::ssl::context& ctx);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 namespace {
 
 constexpr size_t kKeyBytes = 80;
@@ -181,4 +181,4 @@ int TicketKeys::DecryptionKey(const unsigned char* name, TicketKey& out) {
   return 0;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "health/time_source.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 struct TicketKey {
   std::array<unsigned char, 16> name{};
@@ -81,4 +81,4 @@ class TicketKeys {
   bool from_file_ = false;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -5,7 +5,7 @@
 
 #include "routing/residency.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace {
 
@@ -144,7 +144,7 @@ void EndRequestTrace(RequestContext& ctx, health::MonotonicTime end) {
   if (ctx.status != 0) s.Set("http.response.status_code", static_cast<int64_t>(ctx.status));
   s.Set("geogate.edge", ctx.cfg.gateway.edge);
   s.Set("geogate.request_id", std::string_view(ctx.request_id));
-  s.Set("geogate.outcome", RequestOutcomeName(ctx.outcome));
+  s.Set("geogate.outcome", observability::RequestOutcomeName(ctx.outcome));
   if (!ctx.error_code.empty()) s.Set("geogate.error_code", ctx.error_code);
   if (ctx.model != kNoIndex) s.Set("geogate.model", ctx.model_name());
   if (const config::Tenant* tn = ctx.tenant_config()) s.Set("geogate.tenant", tn->name);
@@ -163,11 +163,11 @@ void EndRequestTrace(RequestContext& ctx, health::MonotonicTime end) {
   }
   // OpenTelemetry's HTTP server convention: 5xx is an error of the server,
   // a 4xx the client's.
-  if (ctx.status >= 500 || ctx.outcome == RequestOutcome::kInterrupted) {
+  if (ctx.status >= 500 || ctx.outcome == observability::RequestOutcome::kInterrupted) {
     s.error = true;
     s.status_message = std::string(ctx.error_code);
   }
   t.Submit(std::move(s), end);
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -14,7 +14,7 @@
 #include "routing/decide.h"
 #include "tracing/request_trace.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// on_request: joins the client's trace (a valid traceparent) or starts
 /// one. Called when the runtime has a tracer.
@@ -39,4 +39,4 @@ void SetUpstreamTraceHeaders(const tracing::RequestTrace& trace, Out& out) {
   if (!trace.tracestate().empty()) out.set("tracestate", trace.tracestate());
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

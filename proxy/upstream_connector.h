@@ -18,7 +18,7 @@
 #include "proxy/stream.h"
 #include "proxy/tls.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// Read size towards a backend. Beast reads at most the buffer's free
 /// capacity, 512 bytes for a fresh flat_buffer: a 600-byte answer then took
@@ -66,4 +66,4 @@ class UpstreamConnector {
   virtual void Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle) = 0;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "proxy/watchdog.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 using health::FailureReason;
 using net::ip::tcp;
@@ -191,4 +191,4 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
   co_return result;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -22,7 +22,7 @@
 #include "proxy/tls.h"
 #include "proxy/upstream_connector.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 /// Maps a connect/handshake error to the failure vocabulary.
 health::FailureReason ClassifyConnectError(const boost::system::error_code& ec);
@@ -68,4 +68,4 @@ class UpstreamPool final : public UpstreamConnector {
   absl::flat_hash_map<std::string, Resolved> dns_;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

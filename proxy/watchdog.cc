@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 WatchdogWake OnWatchdogWake(WatchdogClock::time_point now, WatchdogClock::time_point deadline,
                             WatchdogClock::time_point next_poll,
@@ -94,4 +94,4 @@ void Watchdog::Wake() {
   Want(w.sleep_until);
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

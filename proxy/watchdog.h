@@ -29,7 +29,7 @@
 #include "health/time_source.h"
 #include "proxy/stream.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 using WatchdogClock = std::chrono::steady_clock;
 
@@ -104,4 +104,4 @@ class Watchdog {
   bool abandoned_ = false;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -14,7 +14,7 @@
 #include "proxy/connection_limits.h"
 #include "proxy/session.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 namespace {
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
@@ -69,7 +69,7 @@ void Worker::Start(RuntimeConstPtr runtime) {
         break;
       } catch (const std::exception& e) {
         // A bug escaped a handler: log it and keep serving the others.
-        LogError("worker", std::string("unhandled exception: ") + e.what());
+        common::LogError("worker", std::string("unhandled exception: ") + e.what());
       }
     }
   });
@@ -158,7 +158,7 @@ net::awaitable<void> Worker::AcceptLoop(size_t index) {
     if (ec) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) break;
       // Out of file descriptors or similar: back off briefly, keep serving.
-      LogWarn("accept", ec.message());
+      common::LogWarn("accept", ec.message());
       backoff.expires_after(std::chrono::milliseconds(10));
       co_await backoff.async_wait(kUseTuple);
       continue;
@@ -196,4 +196,4 @@ net::awaitable<void> Worker::AcceptLoop(size_t index) {
   }
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

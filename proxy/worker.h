@@ -25,7 +25,7 @@
 #include "proxy/upstream_pool.h"
 #include "proxy/worker_metrics.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 class Session;
 
@@ -88,15 +88,15 @@ class Worker {
   /// Where proxy calls take and give back upstream connections.
   UpstreamConnector& upstreams() { return *upstreams_; }
   WorkerMetrics& metrics() { return metrics_; }
-  AccessLogBuffer& access_log() { return log_; }
+  observability::AccessLogBuffer& access_log() { return log_; }
   /// 16 KiB relay buffers for proxied responses, recycled.
-  BufferPool& relay_buffers() { return relay_buffers_; }
+  common::BufferPool& relay_buffers() { return relay_buffers_; }
   /// 4 KiB read buffers of client connections, given back while they wait.
-  BufferPool& read_buffers() { return read_buffers_; }
+  common::BufferPool& read_buffers() { return read_buffers_; }
   /// Where relays of flowing streams run: after new requests' steps.
-  BulkQueue& bulk() { return bulk_; }
+  common::BulkQueue& bulk() { return bulk_; }
   /// Showback buckets of this worker; the server collects closed minutes.
-  ShowbackLedger& showback_ledger() { return ledger_; }
+  accounting::ShowbackLedger& showback_ledger() { return ledger_; }
   void Register(Session* s) { sessions_.insert(s); }
   /// Requests of this worker between their head and their last byte.
   size_t& requests_in_progress() { return requests_in_progress_; }
@@ -141,12 +141,12 @@ class Worker {
   LocalRuntime runtime_;
   UpstreamPool pool_{*ioc_, time_, *timers_};
   UpstreamConnector* upstreams_;  // &pool_ unless the constructor was given another
-  BulkQueue bulk_{*ioc_, config::Upstream{}.relay_batch};  // Start sets the configured one
+  common::BulkQueue bulk_{*ioc_, config::Upstream{}.relay_batch};  // Start sets the configured one
   WorkerMetrics metrics_;
-  AccessLogBuffer log_;
-  BufferPool relay_buffers_{kRelayBufferBytes, kRelayBuffersKept};
-  BufferPool read_buffers_{kClientReadBytes, kClientReadBuffersKept};
-  ShowbackLedger ledger_;
+  observability::AccessLogBuffer log_;
+  common::BufferPool relay_buffers_{kRelayBufferBytes, kRelayBuffersKept};
+  common::BufferPool read_buffers_{kClientReadBytes, kClientReadBuffersKept};
+  accounting::ShowbackLedger ledger_;
   absl::flat_hash_set<Session*> sessions_;
   IdleList idle_sessions_;
   size_t refusals_in_flight_ = 0;
@@ -156,4 +156,4 @@ class Worker {
   uint64_t rng_state_;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -8,30 +8,30 @@
 #include "accounting/showback_counters.h"
 #include "observability/metrics.h"
 
-namespace geogate::gateway {
+namespace geogate::proxy {
 
 struct WorkerMetrics {
   // geogate_requests_total{backend,region,gpu,provider,model,tenant,code}
-  CounterVec<7> requests;
+  observability::CounterVec<7> requests;
   // geogate_upstream_errors_total{backend,reason}
-  CounterVec<2> upstream_errors;
+  observability::CounterVec<2> upstream_errors;
   // geogate_failovers_total{reason}
-  CounterVec<1> failovers;
+  observability::CounterVec<1> failovers;
   // geogate_residency_decisions_total{rule,outcome,reason}
-  CounterVec<3> residency_decisions;
+  observability::CounterVec<3> residency_decisions;
   // geogate_tenant_rejections_total{tenant,reason}
-  CounterVec<2> tenant_rejections;
+  observability::CounterVec<2> tenant_rejections;
   // geogate_selections_total{reason}
-  CounterVec<1> selections;
+  observability::CounterVec<1> selections;
   // geogate_tokens_total{backend,model,tenant,kind}
-  CounterVec<4> tokens;
+  observability::CounterVec<4> tokens;
   // geogate_ttft_seconds{backend}, geogate_request_duration_seconds{backend},
   // geogate_inter_token_gap_seconds{backend}
-  HistogramVec<1> ttft{LatencyBuckets()};
-  HistogramVec<1> duration{LatencyBuckets()};
-  HistogramVec<1> token_gap{TokenGapBuckets()};
+  observability::HistogramVec<1> ttft{observability::LatencyBuckets()};
+  observability::HistogramVec<1> duration{observability::LatencyBuckets()};
+  observability::HistogramVec<1> token_gap{observability::TokenGapBuckets()};
   // geogate_gpu_seconds_total, geogate_cost_dollars_total {tenant,backend,model}
-  ShowbackCounters showback;
+  accounting::ShowbackCounters showback;
 
   uint64_t connections_accepted = 0;
   uint64_t connections_closed = 0;
@@ -85,4 +85,4 @@ struct WorkerMetrics {
   }
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::proxy

@@ -22,7 +22,7 @@
 #include "proxy/openai_error.h"
 #include "server/server.h"
 
-namespace geogate::gateway {
+namespace geogate::server {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -41,26 +41,27 @@ constexpr size_t kLingerMaxBytes = 1 << 20;
 // The error the data plane (proxy/session.cc) answers for a request that
 // could not be read, or nullopt when there is nobody to answer (the client
 // closed, or the read timed out and the stream closed the socket).
-std::optional<std::pair<ErrorKind, std::string>> ReadRefusal(const boost::system::error_code& ec) {
+std::optional<std::pair<proxy::ErrorKind, std::string>> ReadRefusal(
+    const boost::system::error_code& ec) {
   if (ec == http::error::header_limit)
-    return std::pair{ErrorKind::kHeadersTooLarge,
+    return std::pair{proxy::ErrorKind::kHeadersTooLarge,
                      std::string("request headers exceed the admin port's 16 KiB limit")};
   if (ec == http::error::body_limit)
-    return std::pair{ErrorKind::kBodyTooLarge,
+    return std::pair{proxy::ErrorKind::kBodyTooLarge,
                      std::string("request body exceeds the admin port's 64 KiB limit")};
   if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
       ec != http::error::end_of_stream && ec != http::error::partial_message)
-    return std::pair{ErrorKind::kBadRequest, "malformed request: " + ec.message()};
+    return std::pair{proxy::ErrorKind::kBadRequest, "malformed request: " + ec.message()};
   return std::nullopt;
 }
 
 // Answers a request that cannot be served (framing, limits) with the data
 // plane's error, then closes the connection.
-net::awaitable<void> Refuse(beast::tcp_stream& stream, ErrorKind kind, std::string message) {
-  http::response<http::string_body> res{static_cast<http::status>(SpecOf(kind).status), 11};
+net::awaitable<void> Refuse(beast::tcp_stream& stream, proxy::ErrorKind kind, std::string message) {
+  http::response<http::string_body> res{static_cast<http::status>(proxy::SpecOf(kind).status), 11};
   res.set(http::field::server, "geogate-admin");
   res.set(http::field::content_type, "application/json");
-  res.body() = ErrorBody(kind, message);
+  res.body() = proxy::ErrorBody(kind, message);
   res.keep_alive(false);
   res.prepare_payload();
   stream.expires_after(kAdminTimeout);
@@ -129,7 +130,7 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
     if (!ec && parser.get().count(http::field::transfer_encoding) != 0 && !parser.chunked()) {
       // RFC 9112 6.1: no determinable length, a smuggling shape.
-      co_await Refuse(stream, ErrorKind::kBadRequest,
+      co_await Refuse(stream, proxy::ErrorKind::kBadRequest,
                       "Transfer-Encoding other than chunked is not accepted");
       co_return;
     }
@@ -192,7 +193,7 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
     } else if (path == "/admin/reload" && post) {
       ReloadOutcome r = server_.Reload("POST /admin/reload");
       json(r.ok ? http::status::ok : http::status::unprocessable_entity,
-           SerializeJson(boost::json::object{
+           common::SerializeJson(boost::json::object{
                {"ok", r.ok},
                {"generation", r.generation},
                {"backends", boost::json::array{r.backend_changes}},
@@ -201,12 +202,12 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
            }));
     } else if (path == "/admin/drain" && post) {
       server_.BeginDrain("POST /admin/drain");
-      json(http::status::accepted, SerializeJson(boost::json::object{{"draining", true}}));
+      json(http::status::accepted, common::SerializeJson(boost::json::object{{"draining", true}}));
     } else {
       json(http::status::not_found,
-           ErrorBody(ErrorKind::kNotFound,
-                     absl::StrCat("no admin endpoint ", std::string(req.method_string()), " ",
-                                  std::string(path))));
+           proxy::ErrorBody(proxy::ErrorKind::kNotFound,
+                            absl::StrCat("no admin endpoint ", std::string(req.method_string()),
+                                         " ", std::string(path))));
     }
     res.keep_alive(req.keep_alive());
     res.prepare_payload();
@@ -218,4 +219,4 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::server

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 
-namespace geogate::gateway {
+namespace geogate::server {
 
 namespace net = boost::asio;
 class Server;
@@ -34,4 +34,4 @@ class AdminServer {
   uint16_t port_ = 0;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::server

@@ -4,7 +4,7 @@
 #include <malloc.h>
 #endif
 
-namespace geogate::gateway {
+namespace geogate::server {
 
 bool HeapTrimPolicy::Observe(int64_t open_connections, Clock::time_point now) {
   if (open_connections > peak_) peak_ = open_connections;
@@ -22,4 +22,4 @@ void TrimHeap() {
 #endif
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::server

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace geogate::gateway {
+namespace geogate::server {
 
 class HeapTrimPolicy {
  public:
@@ -31,4 +31,4 @@ class HeapTrimPolicy {
 /// Returns free heap memory to the OS (malloc_trim on glibc; else nothing).
 void TrimHeap();
 
-}  // namespace geogate::gateway
+}  // namespace geogate::server

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     geogate::config::CheckOptions options;
     options.syntax_only = syntax_only;
     // The same openers start-up and reload use (DESIGN.md §8).
-    options.open_files = geogate::gateway::CheckNamedFiles;
+    options.open_files = geogate::server::CheckNamedFiles;
     return geogate::config::RunCheck(config_path, std::cout, std::cerr, options);
   }
 
@@ -90,10 +90,10 @@ int main(int argc, char** argv) {
   // Signals are taken by the server's signal_set; a peer that goes away
   // mid-write must not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
-  if (absl::Status st = geogate::gateway::Server::CheckAsioBackend(); !st.ok()) {
-    geogate::gateway::LogError("startup", geogate::ToStd(st.message()));
+  if (absl::Status st = geogate::server::Server::CheckAsioBackend(); !st.ok()) {
+    geogate::common::LogError("startup", geogate::ToStd(st.message()));
     return 1;
   }
-  geogate::gateway::Server server(config_path, loaded.snapshot);
+  geogate::server::Server server(config_path, loaded.snapshot);
   return server.Run();
 }

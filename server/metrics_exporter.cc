@@ -4,7 +4,7 @@
 #include "routing/decide.h"
 #include "routing/live_health_view.h"
 
-namespace geogate::gateway {
+namespace geogate::server {
 
 namespace {
 
@@ -16,9 +16,9 @@ std::string CodeClass(std::string_view code) {
 }  // namespace
 
 std::string FormatMetrics(const MetricsInputs& in) {
-  PromWriter w;
-  const WorkerMetrics& m = *in.workers;
-  const Runtime& rt = *in.runtime;
+  observability::PromWriter w;
+  const proxy::WorkerMetrics& m = *in.workers;
+  const proxy::Runtime& rt = *in.runtime;
   const config::Snapshot& cfg = *rt.config;
 
   w.Family("geogate_requests_total", "counter",
@@ -28,7 +28,7 @@ std::string FormatMetrics(const MetricsInputs& in) {
       "geogate_requests_total",
       std::array<const char*, 7>{"backend", "region", "gpu", "provider", "model", "tenant", "code"},
       m.requests);
-  CounterVec<1> classes;
+  observability::CounterVec<1> classes;
   for (const auto& [k, v] : m.requests.values())
     classes.Add({CodeClass(k[6])}, v);
   w.Family("geogate_responses_total", "counter", "Responses by status class.");
@@ -165,7 +165,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
     size_t nb = std::size(health::kProbeRttBucketsMs);
     for (size_t b = 0; b < h.rtt_buckets.size() && b <= nb; ++b) {
       cum += h.rtt_buckets[b];
-      std::string le = b < nb ? FormatValue(health::kProbeRttBucketsMs[b] / 1000) : "+Inf";
+      std::string le =
+          b < nb ? observability::FormatValue(health::kProbeRttBucketsMs[b] / 1000) : "+Inf";
       w.Sample("geogate_probe_rtt_seconds_bucket", {{"backend", h.name}, {"le", le}},
                static_cast<double>(cum));
     }
@@ -277,7 +278,7 @@ std::string FormatMetrics(const MetricsInputs& in) {
       if (!rt.listener_tls[i]) continue;
       w.Sample("geogate_tls_certificate_expiry_timestamp_seconds",
                {{"listener", (*in.listeners)[i].address}},
-               static_cast<double>(CertificateNotAfter(*rt.listener_tls[i])));
+               static_cast<double>(proxy::CertificateNotAfter(*rt.listener_tls[i])));
     }
   }
   w.Family("geogate_geo_database_build_timestamp_seconds", "gauge",
@@ -296,4 +297,4 @@ std::string FormatMetrics(const MetricsInputs& in) {
   return w.Take();
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::server

@@ -11,11 +11,11 @@
 #include "proxy/runtime.h"
 #include "proxy/worker_metrics.h"
 
-namespace geogate::gateway {
+namespace geogate::server {
 
 struct MetricsInputs {
-  const WorkerMetrics* workers = nullptr;
-  const Runtime* runtime = nullptr;
+  const proxy::WorkerMetrics* workers = nullptr;
+  const proxy::Runtime* runtime = nullptr;
   std::vector<health::BackendHealthStats> health;
   uint64_t reloads_ok = 0;
   uint64_t reloads_failed = 0;
@@ -38,4 +38,4 @@ struct MetricsInputs {
 
 std::string FormatMetrics(const MetricsInputs& in);
 
-}  // namespace geogate::gateway
+}  // namespace geogate::server

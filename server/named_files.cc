@@ -3,7 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace geogate::gateway {
+namespace geogate::server {
 namespace {
 
 /// `status` placed at `pos`: added to `errors` when given, and returned with
@@ -25,10 +25,11 @@ absl::StatusOr<std::shared_ptr<const routing::MmdbGeoResolver>> Geo(
   return geo;
 }
 
-absl::StatusOr<SslContextPtr> ListenerTls(const config::TlsFiles& files, const std::string& file,
-                                          std::vector<config::ConfigError>* errors,
-                                          std::shared_ptr<TicketKeys> tickets = nullptr) {
-  auto ctx = MakeServerContext(files, std::move(tickets));
+absl::StatusOr<proxy::SslContextPtr> ListenerTls(
+    const config::TlsFiles& files, const std::string& file,
+    std::vector<config::ConfigError>* errors,
+    std::shared_ptr<proxy::TicketKeys> tickets = nullptr) {
+  auto ctx = proxy::MakeServerContext(files, std::move(tickets));
   if (ctx.ok()) return ctx;
   // A key that does not load or does not match is the key's line; anything
   // else the certificate's. The message names the file either way.
@@ -36,28 +37,28 @@ absl::StatusOr<SslContextPtr> ListenerTls(const config::TlsFiles& files, const s
   return Report(ctx.status(), key ? files.key_at : files.cert_at, file, errors);
 }
 
-absl::StatusOr<std::vector<TicketKey>> Tickets(const config::TlsFiles& files,
-                                               const std::string& file,
-                                               std::vector<config::ConfigError>* errors) {
-  if (files.ticket_keys.empty()) return std::vector<TicketKey>();
-  auto keys = ReadTicketKeyFile(files.ticket_keys);
+absl::StatusOr<std::vector<proxy::TicketKey>> Tickets(const config::TlsFiles& files,
+                                                      const std::string& file,
+                                                      std::vector<config::ConfigError>* errors) {
+  if (files.ticket_keys.empty()) return std::vector<proxy::TicketKey>();
+  auto keys = proxy::ReadTicketKeyFile(files.ticket_keys);
   if (keys.ok()) return keys;
   return Report(keys.status(), files.ticket_keys_at, file, errors);
 }
 
-absl::StatusOr<SslContextPtr> BackendTls(const config::Backend& b, const std::string& file,
-                                         std::vector<config::ConfigError>* errors) {
-  auto ctx = MakeClientContext(b.ca_file, b.tls_verify);
+absl::StatusOr<proxy::SslContextPtr> BackendTls(const config::Backend& b, const std::string& file,
+                                                std::vector<config::ConfigError>* errors) {
+  auto ctx = proxy::MakeClientContext(b.ca_file, b.tls_verify);
   if (ctx.ok()) return ctx;
   return Report(absl::Status(ctx.status().code(),
                              absl::StrCat("backend '", b.name, "': ", ctx.status().message())),
                 b.tls_at, file, errors);
 }
 
-absl::StatusOr<SslContextPtr> CollectorTls(const config::Tracing& t, const std::string& file,
-                                           std::vector<config::ConfigError>* errors) {
-  if (!t.enabled || !t.collector_tls) return SslContextPtr();
-  auto ctx = MakeClientContext(t.ca_file, /*verify=*/true);
+absl::StatusOr<proxy::SslContextPtr> CollectorTls(const config::Tracing& t, const std::string& file,
+                                                  std::vector<config::ConfigError>* errors) {
+  if (!t.enabled || !t.collector_tls) return proxy::SslContextPtr();
+  auto ctx = proxy::MakeClientContext(t.ca_file, /*verify=*/true);
   if (ctx.ok()) return ctx;
   return Report(absl::Status(ctx.status().code(),
                              absl::StrCat("[tracing] collector: ", ctx.status().message())),
@@ -71,24 +72,24 @@ absl::StatusOr<std::shared_ptr<const routing::MmdbGeoResolver>> OpenGeoDatabase(
   return Geo(snap, config_file, nullptr);
 }
 
-absl::StatusOr<SslContextPtr> OpenListenerTls(const config::TlsFiles& files,
-                                              const std::string& config_file,
-                                              std::shared_ptr<TicketKeys> tickets) {
+absl::StatusOr<proxy::SslContextPtr> OpenListenerTls(const config::TlsFiles& files,
+                                                     const std::string& config_file,
+                                                     std::shared_ptr<proxy::TicketKeys> tickets) {
   return ListenerTls(files, config_file, nullptr, std::move(tickets));
 }
 
-absl::StatusOr<std::vector<TicketKey>> OpenTicketKeys(const config::TlsFiles& files,
-                                                      const std::string& config_file) {
+absl::StatusOr<std::vector<proxy::TicketKey>> OpenTicketKeys(const config::TlsFiles& files,
+                                                             const std::string& config_file) {
   return Tickets(files, config_file, nullptr);
 }
 
-absl::StatusOr<SslContextPtr> OpenBackendTls(const config::Backend& backend,
-                                             const std::string& config_file) {
+absl::StatusOr<proxy::SslContextPtr> OpenBackendTls(const config::Backend& backend,
+                                                    const std::string& config_file) {
   return BackendTls(backend, config_file, nullptr);
 }
 
-absl::StatusOr<SslContextPtr> OpenCollectorTls(const config::Tracing& tracing,
-                                               const std::string& config_file) {
+absl::StatusOr<proxy::SslContextPtr> OpenCollectorTls(const config::Tracing& tracing,
+                                                      const std::string& config_file) {
   return CollectorTls(tracing, config_file, nullptr);
 }
 
@@ -107,4 +108,4 @@ std::vector<config::ConfigError> CheckNamedFiles(const config::Snapshot& snap,
   return errors;
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::server

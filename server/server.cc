@@ -44,7 +44,7 @@
 #include "server/named_files.h"
 #include "tracing/tracer.h"
 
-namespace geogate::gateway {
+namespace geogate::server {
 
 using net::ip::tcp;
 namespace json = boost::json;
@@ -207,9 +207,10 @@ absl::Status Server::ClaimListenAddresses() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConstPtr& snap,
-                                                     const Runtime* previous, bool reopen_geo) {
-  auto rt = std::make_shared<Runtime>();
+absl::StatusOr<proxy::RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConstPtr& snap,
+                                                            const proxy::Runtime* previous,
+                                                            bool reopen_geo) {
+  auto rt = std::make_shared<proxy::Runtime>();
   rt->config = snap;
 
   // Geo database: reopened on every reload; a file that fails to open keeps
@@ -231,8 +232,8 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
         rt->geo_epoch = rt->geo->Info().build_epoch;
       } else if (same_path) {
         geo_reload_failures_++;
-        LogWarn("geo", absl::StrCat("cannot reopen geo database, keeping the loaded one: ",
-                                    geo.status().message()));
+        common::LogWarn("geo", absl::StrCat("cannot reopen geo database, keeping the loaded one: ",
+                                            geo.status().message()));
         rt->geo = previous->geo;
         rt->geo_epoch = previous->geo_epoch;
       } else {
@@ -248,7 +249,7 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
   // files are re-read on every reload (rotation), new handshakes use them.
   const auto& running = started_with_->gateway.listeners;
   rt->listener_tls.resize(running.size());
-  std::vector<std::optional<std::vector<TicketKey>>> staged_ticket_keys(running.size());
+  std::vector<std::optional<std::vector<proxy::TicketKey>>> staged_ticket_keys(running.size());
   for (size_t i = 0; i < running.size(); ++i) {
     if (!running[i].tls) continue;
     const config::Listener* now = nullptr;
@@ -262,7 +263,7 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
     // does not send reconnecting clients through a full handshake. Keys
     // from a file are staged and take effect with this runtime.
     if (listener_tickets_.size() < running.size()) listener_tickets_.resize(running.size());
-    if (!listener_tickets_[i]) listener_tickets_[i] = std::make_shared<TicketKeys>(time_);
+    if (!listener_tickets_[i]) listener_tickets_[i] = std::make_shared<proxy::TicketKeys>(time_);
     auto keys = OpenTicketKeys(*now->tls, config_path_);
     if (!keys.ok()) return keys.status();
     auto ctx = OpenListenerTls(*now->tls, config_path_, listener_tickets_[i]);
@@ -287,7 +288,7 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
   }
 
   // Client TLS contexts for https backends, shared per (CA file, verify).
-  absl::flat_hash_map<std::string, SslContextPtr> client_ctx;
+  absl::flat_hash_map<std::string, proxy::SslContextPtr> client_ctx;
   rt->backend_tls.resize(snap->backends.size());
   for (size_t i = 0; i < snap->backends.size(); ++i) {
     const config::Backend& b = snap->backends[i];
@@ -319,7 +320,7 @@ absl::StatusOr<RuntimeConstPtr> Server::BuildRuntime(const config::SnapshotConst
   for (size_t i = 0; i < staged_ticket_keys.size(); ++i)
     if (staged_ticket_keys[i]) listener_tickets_[i]->UseKeys(std::move(*staged_ticket_keys[i]));
   rt->generation = ++generation_;
-  return RuntimeConstPtr(std::move(rt));
+  return proxy::RuntimeConstPtr(std::move(rt));
 }
 
 absl::Status Server::StartListeners() {
@@ -332,18 +333,19 @@ absl::Status Server::StartListeners() {
       if (!acceptor.ok()) return acceptor.status();
       // Port 0 (tests): the first worker picks the port, the others share it.
       port = acceptor->local_endpoint().port();
-      w->AddAcceptor(std::move(*acceptor), ListenerSpec{i, l.tls.has_value(), l.proxy_protocol});
+      w->AddAcceptor(std::move(*acceptor),
+                     proxy::ListenerSpec{i, l.tls.has_value(), l.proxy_protocol});
     }
     listener_addresses_.push_back(HostPort(l.host, port));
     // On stderr with the rest of the operational log: stdout carries only
     // access-log records. Tests and tools read the port from "port".
-    LogInfo("listener",
-            absl::StrCat("listening on ", HostPort(l.host, port), l.tls ? " (TLS)" : "",
-                         l.proxy_protocol ? " (PROXY protocol)" : ""),
-            {{"address", HostPort(l.host, port)},
-             {"port", int64_t{port}},
-             {"tls", l.tls.has_value()},
-             {"proxy_protocol", l.proxy_protocol}});
+    common::LogInfo("listener",
+                    absl::StrCat("listening on ", HostPort(l.host, port), l.tls ? " (TLS)" : "",
+                                 l.proxy_protocol ? " (PROXY protocol)" : ""),
+                    {{"address", HostPort(l.host, port)},
+                     {"port", int64_t{port}},
+                     {"tls", l.tls.has_value()},
+                     {"proxy_protocol", l.proxy_protocol}});
   }
   return absl::OkStatus();
 }
@@ -371,7 +373,7 @@ void Server::ApplyTracing(const config::Snapshot& snap) {
   span_exporter_->Start();
 }
 
-void Server::Publish(RuntimeConstPtr rt) {
+void Server::Publish(proxy::RuntimeConstPtr rt) {
   ApplyTracing(*rt->config);
   current_ = rt;
   // Before the workers hear of it and before "applied" is logged: every
@@ -387,13 +389,13 @@ int Server::Run() {
   // First, before any file is opened or replayed: a second instance on the
   // same address stops here.
   if (auto st = ClaimListenAddresses(); !st.ok()) {
-    LogError("startup", ToStd(st.message()));
+    common::LogError("startup", ToStd(st.message()));
     return 1;
   }
   std::string log_error;
-  access_log_ = AccessLog::Open(cfg.gateway.access_log, &log_error);
+  access_log_ = observability::AccessLog::Open(cfg.gateway.access_log, &log_error);
   if (!access_log_) {
-    LogError("config", log_error);
+    common::LogError("config", log_error);
     return 1;
   }
   shared_.access_log = access_log_.get();
@@ -409,15 +411,15 @@ int Server::Run() {
                          health::HealthStateName(c.to), " (", health::FailureReasonName(c.reason),
                          ")", c.ejected ? " by outlier detection" : "");
         if (c.to == health::HealthState::kHealthy)
-          LogInfo("health", msg);
+          common::LogInfo("health", msg);
         else
-          LogWarn("health", msg);
+          common::LogWarn("health", msg);
       }});
   shared_.health = health_.get();
 
   auto rt = BuildRuntime(started_with_, nullptr, true);
   if (!rt.ok()) {
-    LogError("startup", ToStd(rt.status().message()));
+    common::LogError("startup", ToStd(rt.status().message()));
     return 1;
   }
   current_ = *rt;
@@ -425,37 +427,38 @@ int Server::Run() {
   // Showback: replay what earlier runs wrote, so budgets and queries start
   // from it; a restart loses nothing already written.
   int64_t now_ms = UnixMs();
-  auto replay = showback_.Open(ShowbackStoreOptions::From(cfg), now_ms);
+  auto replay = showback_.Open(accounting::ShowbackStoreOptions::From(cfg), now_ms);
   if (!replay.ok()) {
-    LogError("startup", ToStd(replay.status().message()));
+    common::LogError("startup", ToStd(replay.status().message()));
     return 1;
   }
   if (!cfg.showback.file.empty())
-    LogInfo("showback",
-            absl::StrCat("replayed ", replay->loaded, " bucket(s) from ", cfg.showback.file,
-                         replay->malformed
-                             ? absl::StrCat(", skipped ", replay->malformed, " malformed line(s)")
-                             : ""));
+    common::LogInfo("showback",
+                    absl::StrCat("replayed ", replay->loaded, " bucket(s) from ", cfg.showback.file,
+                                 replay->malformed ? absl::StrCat(", skipped ", replay->malformed,
+                                                                  " malformed line(s)")
+                                                   : ""));
   budgets_.Seed(showback_.MonthSpend(now_ms), now_ms);
   utilization_.set_sample_interval(cfg.capacity.sample_interval);
 
   size_t n = WorkerCount(cfg);
   for (size_t i = 0; i < n; ++i) {
-    workers_.push_back(std::make_unique<Worker>(i, shared_, time_));
+    workers_.push_back(std::make_unique<proxy::Worker>(i, shared_, time_));
     shared_.workers.push_back(workers_.back().get());
   }
   if (auto st = StartListeners(); !st.ok()) {
-    LogError("startup", ToStd(st.message()));
+    common::LogError("startup", ToStd(st.message()));
     return 1;
   }
   admin_ = std::make_unique<AdminServer>(main_ioc_, *this);
   if (auto st = admin_->Start(cfg.gateway.admin.host, cfg.gateway.admin.port); !st.ok()) {
-    LogError("startup", ToStd(st.message()));
+    common::LogError("startup", ToStd(st.message()));
     return 1;
   }
-  LogInfo("admin", absl::StrCat("admin on ", HostPort(cfg.gateway.admin.host, admin_->port())),
-          {{"address", HostPort(cfg.gateway.admin.host, admin_->port())},
-           {"port", int64_t{admin_->port()}}});
+  common::LogInfo("admin",
+                  absl::StrCat("admin on ", HostPort(cfg.gateway.admin.host, admin_->port())),
+                  {{"address", HostPort(cfg.gateway.admin.host, admin_->port())},
+                   {"port", int64_t{admin_->port()}}});
 
   health_->Start();
   health_->Update(current_->config, current_->backends);
@@ -466,11 +469,12 @@ int Server::Run() {
   listeners_up_ = true;
   reloads_ok_ = 0;
   last_reload_ok_unix_ = absl::ToUnixSeconds(absl::Now());
-  LogInfo("startup",
-          absl::StrCat("geogate ", GEOGATE_VERSION, " edge ", cfg.gateway.edge, ": ", n,
-                       " workers on Asio's ", kAsioBackend, " backend, ", cfg.backends.size(),
-                       " backends, config ", cfg.source_path, " (", cfg.hash.substr(0, 12), ")"),
-          {{"asio_backend", kAsioBackend}});
+  common::LogInfo(
+      "startup",
+      absl::StrCat("geogate ", GEOGATE_VERSION, " edge ", cfg.gateway.edge, ": ", n,
+                   " workers on Asio's ", kAsioBackend, " backend, ", cfg.backends.size(),
+                   " backends, config ", cfg.source_path, " (", cfg.hash.substr(0, 12), ")"),
+      {{"asio_backend", kAsioBackend}});
   ArmSignals();
   ScheduleTick();
   main_ioc_.run();
@@ -503,7 +507,7 @@ void Server::OnSignal(int signo) {
   // POST /admin/drain is followed by the kubelet's SIGTERM, which must let
   // the drain it started finish.
   if (termination_signals_++ > 0) {
-    LogWarn("drain", "second termination signal: exiting now");
+    common::LogWarn("drain", "second termination signal: exiting now");
     forced_exit_ = true;
     exit_code_ = 1;
     Finish();
@@ -520,13 +524,13 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
   if (!loaded.ok()) {
     for (const auto& e : loaded.errors) {
       out.errors.push_back(e.ToString());
-      LogError("reload", e.ToString());
+      common::LogError("reload", e.ToString());
     }
     reloads_failed_++;
     last_reload_failed_unix_ = absl::ToUnixSeconds(absl::Now());
-    LogWarn("reload",
-            absl::StrCat("reload (", ToAbsl(trigger), ") rejected: ", loaded.errors.size(),
-                         " error(s); the running configuration keeps serving"));
+    common::LogWarn("reload",
+                    absl::StrCat("reload (", ToAbsl(trigger), ") rejected: ", loaded.errors.size(),
+                                 " error(s); the running configuration keeps serving"));
     return out;
   }
   for (const std::string& w : config::RestartRequiredChanges(*started_with_, *loaded.snapshot)) {
@@ -536,13 +540,13 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
   if (!rt.ok()) {
     // Already "file:line:col: message", at the key that names the file.
     out.errors.emplace_back(ToStd(rt.status().message()));
-    LogError("reload", out.errors.back());
+    common::LogError("reload", out.errors.back());
     reloads_failed_++;
     last_reload_failed_unix_ = absl::ToUnixSeconds(absl::Now());
     return out;
   }
   for (const auto& w : out.warnings)
-    LogWarn("reload", w);
+    common::LogWarn("reload", w);
   config::BackendChanges changes = config::DiffBackends(*current_->config, *loaded.snapshot);
   out.backend_changes = changes.Summary();
   Publish(*rt);
@@ -550,19 +554,20 @@ ReloadOutcome Server::Reload(std::string_view trigger) {
   if (access_log_) access_log_->Reopen();
   // The showback file follows the config (path, window) and is reopened for
   // log rotation; a file that cannot be opened keeps the old one.
-  if (auto st = showback_.Configure(ShowbackStoreOptions::From(*loaded.snapshot), UnixMs());
+  if (auto st =
+          showback_.Configure(accounting::ShowbackStoreOptions::From(*loaded.snapshot), UnixMs());
       !st.ok())
-    LogWarn("showback", ToStd(st.message()));
+    common::LogWarn("showback", ToStd(st.message()));
   else if (auto rst = showback_.Reopen(); !rst.ok())
-    LogWarn("showback", ToStd(rst.message()));
+    common::LogWarn("showback", ToStd(rst.message()));
   utilization_.set_sample_interval(loaded.snapshot->capacity.sample_interval);
   reloads_ok_++;
   last_reload_ok_unix_ = absl::ToUnixSeconds(absl::Now());
   out.ok = true;
   out.generation = (*rt)->generation;
-  LogInfo("reload", absl::StrCat("reload (", ToAbsl(trigger), ") applied: generation ",
-                                 out.generation, ", backends: ", out.backend_changes, ", hash ",
-                                 loaded.snapshot->hash.substr(0, 12)));
+  common::LogInfo("reload", absl::StrCat("reload (", ToAbsl(trigger), ") applied: generation ",
+                                         out.generation, ", backends: ", out.backend_changes,
+                                         ", hash ", loaded.snapshot->hash.substr(0, 12)));
   return out;
 }
 
@@ -578,11 +583,11 @@ void Server::BeginDrain(std::string_view trigger) {
   if (shared_.draining.exchange(true)) return;
   drain_started_ = std::chrono::steady_clock::now();
   const auto& up = current_->config->gateway.upstream;
-  LogInfo("drain", absl::StrCat("drain started by ", ToAbsl(trigger),
-                                ": /readyz is 503; listeners close in ",
-                                static_cast<int64_t>(up.drain_delay.count()),
-                                " ms; in-flight requests get up to ",
-                                static_cast<int64_t>(up.drain_timeout.count()), " ms"));
+  common::LogInfo("drain", absl::StrCat("drain started by ", ToAbsl(trigger),
+                                        ": /readyz is 503; listeners close in ",
+                                        static_cast<int64_t>(up.drain_delay.count()),
+                                        " ms; in-flight requests get up to ",
+                                        static_cast<int64_t>(up.drain_timeout.count()), " ms"));
   DrainTick();
 }
 
@@ -593,17 +598,17 @@ void Server::DrainTick() {
     listeners_closed_ = true;
     for (auto& w : workers_)
       w->StopAccepting();
-    LogInfo("drain", "listeners closed");
+    common::LogInfo("drain", "listeners closed");
   }
   if (listeners_closed_) {
     if (shared_.open_connections.load() == 0) {
-      LogInfo("drain", "all connections finished");
+      common::LogInfo("drain", "all connections finished");
       Finish();
       return;
     }
     if (now - drain_started_ >= up.drain_delay + up.drain_timeout) {
-      LogWarn("drain", absl::StrCat("drain timeout: closing ", shared_.open_connections.load(),
-                                    " connection(s)"));
+      common::LogWarn("drain", absl::StrCat("drain timeout: closing ",
+                                            shared_.open_connections.load(), " connection(s)"));
       for (auto& w : workers_)
         w->CloseAll();
       // Give the workers one tick to run the closes, then stop.
@@ -632,7 +637,7 @@ void Server::Finish() {
   for (auto& w : workers_)
     w->Stop();
   // The worker threads are joined: their ledgers can be read from here.
-  std::vector<ShowbackBucket> rest;
+  std::vector<accounting::ShowbackBucket> rest;
   for (auto& w : workers_) {
     auto b = w->showback_ledger().TakeAll();
     rest.insert(rest.end(), std::make_move_iterator(b.begin()), std::make_move_iterator(b.end()));
@@ -656,9 +661,9 @@ void Server::Finish() {
                                                   static_cast<int64_t>(bound.count()), " reached)")
                                    : "");
       if (o.dropped > 0)
-        LogWarn("tracing", msg);
+        common::LogWarn("tracing", msg);
       else if (o.sent > 0)
-        LogInfo("tracing", msg);
+        common::LogInfo("tracing", msg);
       StopMainLoop();
     });
     return;
@@ -688,26 +693,27 @@ void Server::ScheduleTick() {
 // Once a second (capacity.sample_interval): utilisation samples, closed
 // showback minutes from every worker into the store, budget notices.
 net::awaitable<void> Server::Tick() {
-  const RuntimeConstPtr rt = current_;
+  const proxy::RuntimeConstPtr rt = current_;
   utilization_.Sample(std::chrono::steady_clock::now(), *rt->config, rt->backends);
   int64_t now_ms = UnixMs();
-  std::vector<ShowbackBucket> closed = co_await CollectLedgers(/*all=*/false, now_ms);
+  std::vector<accounting::ShowbackBucket> closed = co_await CollectLedgers(/*all=*/false, now_ms);
   showback_.Append(closed, now_ms);
-  for (const BudgetEvent& e : budgets_.Poll(now_ms))
-    LogWarn("budget", e.Describe());
+  for (const accounting::BudgetEvent& e : budgets_.Poll(now_ms))
+    common::LogWarn("budget", e.Describe());
   // After a burst of connections (half-open TLS handshakes, a flood) the
   // allocator holds what they freed: hand it back (server/heap_trim.h).
   if (heap_trim_.Observe(shared_.open_connections.load(), std::chrono::steady_clock::now()))
     TrimHeap();
 }
 
-net::awaitable<std::vector<ShowbackBucket>> Server::CollectLedgers(bool all, int64_t now_ms) {
-  std::vector<ShowbackBucket> out;
+net::awaitable<std::vector<accounting::ShowbackBucket>> Server::CollectLedgers(bool all,
+                                                                               int64_t now_ms) {
+  std::vector<accounting::ShowbackBucket> out;
   for (auto& w : workers_) {
-    Worker* worker = w.get();
-    std::vector<ShowbackBucket> got = co_await net::co_spawn(
+    proxy::Worker* worker = w.get();
+    std::vector<accounting::ShowbackBucket> got = co_await net::co_spawn(
         worker->ioc(),
-        [worker, all, now_ms]() -> net::awaitable<std::vector<ShowbackBucket>> {
+        [worker, all, now_ms]() -> net::awaitable<std::vector<accounting::ShowbackBucket>> {
           co_return all ? worker->showback_ledger().Snapshot()
                         : worker->showback_ledger().TakeClosed(now_ms);
         },
@@ -720,33 +726,34 @@ net::awaitable<std::vector<ShowbackBucket>> Server::CollectLedgers(bool all, int
 net::awaitable<std::tuple<unsigned, std::string, std::string>> Server::ShowbackQuery(
     std::string query) {
   int64_t now_ms = UnixMs();
-  auto q = ParseShowbackQuery(query, now_ms);
+  auto q = accounting::ParseShowbackQuery(query, now_ms);
   if (!q.ok())
     co_return std::tuple<unsigned, std::string, std::string>{
-        400, "application/json", ErrorBody(ErrorKind::kBadRequest, ToStd(q.status().message()))};
-  std::vector<ShowbackBucket> live;
+        400, "application/json",
+        proxy::ErrorBody(proxy::ErrorKind::kBadRequest, ToStd(q.status().message()))};
+  std::vector<accounting::ShowbackBucket> live;
   if (q->live) live = co_await CollectLedgers(/*all=*/true, now_ms);
-  ShowbackResult res = showback_.Query(*q, live);
-  if (q->format == ShowbackFormat::kCsv)
+  accounting::ShowbackResult res = showback_.Query(*q, live);
+  if (q->format == accounting::ShowbackFormat::kCsv)
     co_return std::tuple<unsigned, std::string, std::string>{200, "text/csv; charset=utf-8",
-                                                             FormatShowbackCsv(res)};
+                                                             accounting::FormatShowbackCsv(res)};
   co_return std::tuple<unsigned, std::string, std::string>{200, "application/json",
-                                                           FormatShowbackJson(res)};
+                                                           accounting::FormatShowbackJson(res)};
 }
 
 std::string Server::CapacityJson() const {
-  return gateway::CapacityJson(BuildCapacityReport(*current_->config, current_->backends,
-                                                   utilization_, std::chrono::steady_clock::now()));
+  return accounting::CapacityJson(accounting::BuildCapacityReport(
+      *current_->config, current_->backends, utilization_, std::chrono::steady_clock::now()));
 }
 
 net::awaitable<std::string> Server::MetricsText() {
-  WorkerMetrics merged;
+  proxy::WorkerMetrics merged;
   for (auto& w : workers_) {
-    Worker* worker = w.get();
-    WorkerMetrics copy = co_await net::co_spawn(
+    proxy::Worker* worker = w.get();
+    proxy::WorkerMetrics copy = co_await net::co_spawn(
         worker->ioc(),
-        [worker]() -> net::awaitable<WorkerMetrics> {
-          WorkerMetrics m = worker->metrics();
+        [worker]() -> net::awaitable<proxy::WorkerMetrics> {
+          proxy::WorkerMetrics m = worker->metrics();
           m.connections_idle = worker->idle_sessions().size();
           co_return m;
         },
@@ -777,12 +784,13 @@ net::awaitable<std::string> Server::MetricsText() {
   in.listeners = &started_with_->gateway.listeners;
   std::string text = FormatMetrics(in);
   // Showback, budgets and capacity families.
-  PromWriter w;
-  WriteShowbackCounters(w, merged.showback);
+  observability::PromWriter w;
+  accounting::WriteShowbackCounters(w, merged.showback);
   budgets_.WriteMetrics(w, UnixMs());
-  WriteCapacityMetrics(w, BuildCapacityReport(*current_->config, current_->backends, utilization_,
-                                              std::chrono::steady_clock::now()));
-  ShowbackStoreStats st = showback_.stats();
+  accounting::WriteCapacityMetrics(
+      w, accounting::BuildCapacityReport(*current_->config, current_->backends, utilization_,
+                                         std::chrono::steady_clock::now()));
+  accounting::ShowbackStoreStats st = showback_.stats();
   w.Family("geogate_showback_write_errors_total", "counter",
            "Showback lines that could not be appended to the showback file.");
   w.Sample("geogate_showback_write_errors_total", {}, static_cast<double>(st.write_errors));
@@ -791,7 +799,7 @@ net::awaitable<std::string> Server::MetricsText() {
 }
 
 std::string Server::BackendsJson() const {
-  const Runtime& rt = *current_;
+  const proxy::Runtime& rt = *current_;
   const config::Snapshot& cfg = *rt.config;
   int64_t now = health::ToNanos(std::chrono::steady_clock::now());
   int64_t wall_ms = absl::ToUnixMillis(absl::Now());
@@ -830,13 +838,13 @@ std::string Server::BackendsJson() const {
         {"last_change", wall(s.since_ns.load())},
     });
   }
-  return SerializeJson(out);
+  return common::SerializeJson(out);
 }
 
 std::string Server::ConfigJson() const {
-  const Runtime& rt = *current_;
+  const proxy::Runtime& rt = *current_;
   const config::Snapshot& cfg = *rt.config;
-  return SerializeJson(json::object{
+  return common::SerializeJson(json::object{
       {"hash", cfg.hash},
       {"source", cfg.source_path},
       {"generation", rt.generation},
@@ -854,10 +862,10 @@ std::string Server::ConfigJson() const {
 }
 
 std::string Server::GeoJson() const {
-  const Runtime& rt = *current_;
-  if (!rt.geo) return SerializeJson(json::object{{"database", nullptr}});
+  const proxy::Runtime& rt = *current_;
+  if (!rt.geo) return common::SerializeJson(json::object{{"database", nullptr}});
   routing::GeoDbInfo info = rt.geo->Info();
-  return SerializeJson(json::object{
+  return common::SerializeJson(json::object{
       {"database", info.path},
       {"type", info.database_type},
       {"build_epoch", info.build_epoch},
@@ -870,4 +878,4 @@ std::string Server::GeoJson() const {
   });
 }
 
-}  // namespace geogate::gateway
+}  // namespace geogate::server

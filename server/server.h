@@ -35,7 +35,9 @@
 #include "tracing/otlp_exporter.h"
 #include "tracing/span_batcher.h"
 
-namespace geogate::gateway {
+namespace geogate::server {
+
+namespace net = boost::asio;
 
 class AdminServer;
 
@@ -75,16 +77,17 @@ class Server {
   std::string CapacityJson() const;
   ReloadOutcome Reload(std::string_view trigger);
   void BeginDrain(std::string_view trigger);
-  const RuntimeConstPtr& runtime() const { return current_; }
+  const proxy::RuntimeConstPtr& runtime() const { return current_; }
 
  private:
-  absl::StatusOr<RuntimeConstPtr> BuildRuntime(const config::SnapshotConstPtr& snap,
-                                               const Runtime* previous, bool reopen_geo);
+  absl::StatusOr<proxy::RuntimeConstPtr> BuildRuntime(const config::SnapshotConstPtr& snap,
+                                                      const proxy::Runtime* previous,
+                                                      bool reopen_geo);
   /// Fails when another process already listens on a configured listener
   /// address; holds a per-address lock against one starting concurrently.
   absl::Status ClaimListenAddresses();
   absl::Status StartListeners();
-  void Publish(RuntimeConstPtr rt);
+  void Publish(proxy::RuntimeConstPtr rt);
   /// Points the span exporter at the published [tracing] (main thread).
   void ApplyTracing(const config::Snapshot& snap);
   void OnSignal(int signo);
@@ -94,7 +97,7 @@ class Server {
   void StopMainLoop();
   void ScheduleTick();
   net::awaitable<void> Tick();
-  net::awaitable<std::vector<ShowbackBucket>> CollectLedgers(bool all, int64_t now_ms);
+  net::awaitable<std::vector<accounting::ShowbackBucket>> CollectLedgers(bool all, int64_t now_ms);
 
   std::string config_path_;
   net::io_context main_ioc_{1};
@@ -102,32 +105,32 @@ class Server {
   net::steady_timer drain_timer_{main_ioc_};
   // The clock of every worker (health/ keeps its own RealTimeSource).
   health::RealTimeSource time_;
-  ServerShared shared_;
+  proxy::ServerShared shared_;
   health::HealthTable health_table_;
   std::unique_ptr<health::HealthService> health_;
   std::unique_ptr<health::RetryBudget> retry_budget_;
-  TenantLimits tenant_limits_;
-  ConnectionsPerIp connections_per_ip_;
+  proxy::TenantLimits tenant_limits_;
+  proxy::ConnectionsPerIp connections_per_ip_;
   HeapTrimPolicy heap_trim_;
-  BudgetTracker budgets_;
-  ShowbackStore showback_;
-  UtilizationTracker utilization_;
+  accounting::BudgetTracker budgets_;
+  accounting::ShowbackStore showback_;
+  accounting::UtilizationTracker utilization_;
   net::steady_timer tick_timer_{main_ioc_};
-  std::unique_ptr<AccessLog> access_log_;
+  std::unique_ptr<observability::AccessLog> access_log_;
   // [tracing]: the queue from the workers (kept across reloads, made when
   // tracing is first enabled) and the exporter on main_ioc_.
   std::shared_ptr<tracing::SpanBatcher> spans_;
   std::unique_ptr<tracing::OtlpExporter> span_exporter_;
-  SslContextPtr collector_tls_;  // https collector: of the runtime built last
-  std::vector<std::unique_ptr<Worker>> workers_;
+  proxy::SslContextPtr collector_tls_;  // https collector: of the runtime built last
+  std::vector<std::unique_ptr<proxy::Worker>> workers_;
   std::unique_ptr<AdminServer> admin_;
-  RuntimeConstPtr current_;
+  proxy::RuntimeConstPtr current_;
   config::SnapshotConstPtr started_with_;        // listeners/admin/workers as running
   std::vector<std::string> listener_addresses_;  // bound "host:port", by listener index
   std::vector<int> listen_locks_;                // see ClaimListenAddresses
   // Session-ticket keys by listener index (TLS listeners), kept across
   // reloads; every server context of the listener uses them.
-  std::vector<std::shared_ptr<TicketKeys>> listener_tickets_;
+  std::vector<std::shared_ptr<proxy::TicketKeys>> listener_tickets_;
   bool listeners_up_ = false;
   std::chrono::steady_clock::time_point drain_started_{};
   bool listeners_closed_ = false;
@@ -145,4 +148,4 @@ class Server {
   uint64_t geo_reload_failures_ = 0;
 };
 
-}  // namespace geogate::gateway
+}  // namespace geogate::server

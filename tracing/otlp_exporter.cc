@@ -281,11 +281,11 @@ net::awaitable<bool> OtlpExporter::Post(std::shared_ptr<State> st, std::string b
   if (st->flushing) end = std::min(end, st->flush_deadline);
   auto done = [&](bool ok, std::string_view why) {
     if (!ok && !st->failing && !st->stopped)
-      gateway::LogWarn("tracing",
-                       std::string("span export to ") + (o.tls ? "https://" : "http://") +
-                           HostField(o) + o.path +
-                           " failed, dropping batches until it recovers: " + std::string(why));
-    if (ok && st->failing) gateway::LogInfo("tracing", "span export recovered");
+      common::LogWarn("tracing",
+                      std::string("span export to ") + (o.tls ? "https://" : "http://") +
+                          HostField(o) + o.path +
+                          " failed, dropping batches until it recovers: " + std::string(why));
+    if (ok && st->failing) common::LogInfo("tracing", "span export recovered");
     if (!st->stopped) st->failing = !ok;
     return ok;
   };

@@ -81,7 +81,7 @@ std::string EncodeExportRequest(const ResourceInfo& resource, std::span<const Sp
   json::object resource_spans{{"resource", json::object{{"attributes", Attributes(res)}}},
                               {"scopeSpans", json::array{std::move(scope_spans)}}};
   json::object root{{"resourceSpans", json::array{std::move(resource_spans)}}};
-  return gateway::SerializeJson(root);
+  return common::SerializeJson(root);
 }
 
 }  // namespace geogate::tracing

@@ -50,12 +50,12 @@
 namespace {
 
 namespace http = boost::beast::http;
-using geogate::gateway::FindSseEventKeys;
-using geogate::gateway::kRelayBufferBytes;
-using geogate::gateway::kUpstreamReadBytes;
-using geogate::gateway::ParseBufferedBody;
-using geogate::gateway::SseObserver;
-using Parser = http::response_parser<http::buffer_body, geogate::gateway::PooledAllocator<char>>;
+using geogate::proxy::FindSseEventKeys;
+using geogate::proxy::kRelayBufferBytes;
+using geogate::proxy::kUpstreamReadBytes;
+using geogate::proxy::ParseBufferedBody;
+using geogate::proxy::SseObserver;
+using Parser = http::response_parser<http::buffer_body, geogate::common::PooledAllocator<char>>;
 
 std::string Event(int i) {
   char buf[320];

@@ -8,7 +8,7 @@
 #include "observability/metrics.h"
 #include "showback_test_util.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 using testing::Ms;
@@ -187,7 +187,7 @@ TEST_CASE("budget metrics and Retry-After", "[budget]") {
   int64_t t = Ms("2025-03-10T12:00:00Z");
   states[0]->Charge(50, t);
   states[1]->Charge(7, t);
-  PromWriter w;
+  observability::PromWriter w;
   tracker.WriteMetrics(w, t);
   const std::string& text = w.text();
   CHECK(text.find("geogate_tenant_budget_used_ratio{tenant=\"acme\"} 0.25\n") != std::string::npos);
@@ -202,4 +202,4 @@ TEST_CASE("budget metrics and Retry-After", "[budget]") {
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -9,7 +9,7 @@
 #include "showback_test_util.h"
 #include "testing/simulated_time.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 using health::Millis;
@@ -254,7 +254,7 @@ TEST_CASE("capacity JSON and metrics", "[capacity][export]") {
   CHECK(pool.at("reason").as_string().size() > 0);
   CHECK(v.at("reserved_idle").at(0).at("backends").at(0).at("name").as_string() == "eu-h100-r1");
 
-  PromWriter w;
+  observability::PromWriter w;
   WriteCapacityMetrics(w, r);
   const std::string& text = w.text();
   CHECK(text.find("# TYPE geogate_pool_utilization gauge\n") != std::string::npos);
@@ -307,4 +307,4 @@ TEST_CASE("the capacity JSON has the documented member order and number text", "
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -5,7 +5,7 @@
 #include "accounting/capacity_utilization.h"
 #include "testing/simulated_time.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 using health::Millis;
@@ -125,4 +125,4 @@ TEST_CASE("backends that leave age out and are forgotten, new ones start fresh",
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

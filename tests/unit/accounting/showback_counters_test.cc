@@ -4,7 +4,7 @@
 
 #include "accounting/showback_counters.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 ShowbackRecord Rec(std::string tenant, double gpu_seconds, double cost) {
@@ -25,7 +25,7 @@ TEST_CASE("GPU-seconds and cost counters add per worker and merge", "[showback][
   b.Add(Rec("", 2, 1));  // no tenants configured
   a.MergeInto(merged);
   b.MergeInto(merged);
-  PromWriter w;
+  observability::PromWriter w;
   WriteShowbackCounters(w, merged);
   const std::string& text = w.text();
   CHECK(text.find("# TYPE geogate_gpu_seconds_total counter\n") != std::string::npos);
@@ -38,4 +38,4 @@ TEST_CASE("GPU-seconds and cost counters add per worker and merge", "[showback][
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -4,7 +4,7 @@
 #include "accounting/showback_ledger.h"
 #include "showback_test_util.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 using testing::Ms;
@@ -94,4 +94,4 @@ TEST_CASE("a late record for a taken minute comes out on the next take", "[showb
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -9,7 +9,7 @@
 #include "accounting/showback_store.h"
 #include "showback_test_util.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 using testing::Ms;
@@ -241,4 +241,4 @@ TEST_CASE("CSV output quotes odd names the RFC 4180 way", "[showback][query]") {
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

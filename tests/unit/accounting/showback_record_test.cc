@@ -5,7 +5,7 @@
 #include "accounting/showback_record.h"
 #include "showback_test_util.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 using testing::Ms;
@@ -91,4 +91,4 @@ TEST_CASE("minutes and months are UTC floors", "[showback]") {
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

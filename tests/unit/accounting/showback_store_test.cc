@@ -9,7 +9,7 @@
 #include "accounting/showback_store.h"
 #include "showback_test_util.h"
 
-namespace geogate::gateway {
+namespace geogate::accounting {
 namespace {
 
 using testing::Ms;
@@ -285,4 +285,4 @@ TEST_CASE("an unwritable file is an error and the store keeps working in memory"
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::accounting

@@ -18,7 +18,7 @@
 #include "common/strings.h"
 #include "config/loader.h"
 
-namespace geogate::gateway::testing {
+namespace geogate::accounting::testing {
 
 /// Two regions; H100 reserved + on-demand and an L4 spot backend serving two
 /// models in eu-west; one smaller H100 reserved backend in us-east.
@@ -141,4 +141,4 @@ inline void WriteAll(const std::string& path, std::string_view text, bool append
   out << text;
 }
 
-}  // namespace geogate::gateway::testing
+}  // namespace geogate::accounting::testing

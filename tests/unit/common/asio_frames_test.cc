@@ -12,7 +12,7 @@
 
 #include "common/block_cache.h"
 
-using namespace geogate::gateway;
+using namespace geogate::common;
 namespace net = boost::asio;
 
 // common/asio_frames.h is in effect in every build: with a Boost it was not

@@ -10,7 +10,8 @@
 #include "common/block_cache.h"
 #include "proxy/headers.h"
 
-using namespace geogate::gateway;
+using namespace geogate::common;
+using namespace geogate::proxy;
 namespace http = boost::beast::http;
 
 TEST_CASE("block cache: a freed block is the next one of its size class", "[block_cache]") {

@@ -14,7 +14,7 @@
 
 #include "common/bulk_queue.h"
 
-using namespace geogate::gateway;
+using namespace geogate::common;
 namespace net = boost::asio;
 
 TEST_CASE("bulk queue: handlers ready now run before the rest of a batch", "[bulk]") {

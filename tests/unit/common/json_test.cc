@@ -9,7 +9,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
-namespace geogate::gateway {
+namespace geogate::common {
 namespace {
 
 namespace json = boost::json;
@@ -60,4 +60,4 @@ TEST_CASE("strings and keys are escaped into JSON that reads back the same", "[j
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::common

@@ -6,7 +6,7 @@
 
 #include "common/json_text.h"
 
-using namespace geogate::gateway;
+using namespace geogate::common;
 namespace json = boost::json;
 
 namespace {

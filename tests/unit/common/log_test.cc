@@ -10,7 +10,7 @@
 
 #include <boost/json/parse.hpp>
 
-namespace geogate::gateway {
+namespace geogate::common {
 namespace {
 
 namespace json = boost::json;
@@ -71,4 +71,4 @@ TEST_CASE("info and error lines carry their level", "[log]") {
 }
 
 }  // namespace
-}  // namespace geogate::gateway
+}  // namespace geogate::common

@@ -18,7 +18,7 @@
 
 #include "observability/access_log.h"
 
-using namespace geogate::gateway;
+using namespace geogate::observability;
 namespace fs = std::filesystem;
 
 namespace {

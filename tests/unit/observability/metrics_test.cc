@@ -10,7 +10,7 @@
 
 #include <boost/json/parse.hpp>
 
-using namespace geogate::gateway;
+using namespace geogate::observability;
 
 TEST_CASE("histograms bucket, sum and merge", "[metrics]") {
   HistogramVec<1> h1(LatencyBuckets()), h2(LatencyBuckets()), m(LatencyBuckets());

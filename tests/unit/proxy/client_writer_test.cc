@@ -14,7 +14,7 @@
 #include "testing/simulated_time.h"
 
 using namespace geogate;
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 namespace test = boost::beast::test;
 
 namespace {

@@ -8,7 +8,7 @@
 
 #include "proxy/idle_list.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 using geogate::routing::IpAddr;
 
 TEST_CASE("below the limit, or without one, a connection is admitted as it is",

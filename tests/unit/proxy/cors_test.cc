@@ -10,7 +10,7 @@
 #include "proxy/cors.h"
 #include "proxy/response_head.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 using geogate::config::Cors;
 
 namespace {

@@ -11,7 +11,8 @@
 #include "proxy/headers.h"
 #include "proxy/response_head.h"
 
-using namespace geogate::gateway;
+using namespace geogate::common;
+using namespace geogate::proxy;
 
 namespace {
 

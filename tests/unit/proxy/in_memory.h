@@ -15,7 +15,7 @@
 #include "health/backend_state.h"
 #include "proxy/runtime.h"
 
-namespace geogate::gateway::testing {
+namespace geogate::proxy::testing {
 
 namespace net = boost::asio;
 
@@ -97,4 +97,4 @@ class ClientReader {
   char buf_[4096];
 };
 
-}  // namespace geogate::gateway::testing
+}  // namespace geogate::proxy::testing

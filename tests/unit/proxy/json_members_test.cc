@@ -5,7 +5,7 @@
 
 #include "proxy/json_members.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 using Kind = JsonMemberValue::Kind;
 
 namespace {

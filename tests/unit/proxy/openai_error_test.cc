@@ -4,7 +4,7 @@
 
 #include "proxy/openai_error.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 namespace json = boost::json;
 
 TEST_CASE("every error kind maps to DESIGN.md's status, type and code", "[errors]") {

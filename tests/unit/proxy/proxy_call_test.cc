@@ -28,8 +28,9 @@
 #include "in_memory.h"
 
 using namespace geogate;
-using namespace geogate::gateway;
-using namespace geogate::gateway::testing;
+using namespace geogate::observability;
+using namespace geogate::proxy;
+using namespace geogate::proxy::testing;
 namespace test = boost::beast::test;
 
 namespace {

@@ -3,7 +3,7 @@
 #include "proxy/proxy_error.h"
 
 using namespace geogate;
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 using health::FailureReason;
 
 TEST_CASE("proxy error: only an upstream failure leaves another attempt worth making",

@@ -8,7 +8,7 @@
 
 #include "proxy/session.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 namespace asio = boost::asio;
 
 namespace {

@@ -4,7 +4,7 @@
 
 #include "proxy/request_body.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 namespace json = boost::json;
 
 TEST_CASE("body facts: model, stream and include_usage", "[body]") {

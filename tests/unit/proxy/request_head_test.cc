@@ -5,7 +5,7 @@
 
 #include "proxy/headers.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 
 namespace {
 

@@ -5,9 +5,9 @@
 
 #include "proxy/request_target.h"
 
-using geogate::gateway::ModelIdOfTarget;
-using geogate::gateway::NormalizeRequestTarget;
-using geogate::gateway::RequestTarget;
+using geogate::proxy::ModelIdOfTarget;
+using geogate::proxy::NormalizeRequestTarget;
+using geogate::proxy::RequestTarget;
 
 namespace {
 

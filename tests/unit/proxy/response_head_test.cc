@@ -2,7 +2,7 @@
 
 #include "proxy/response_head.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 
 TEST_CASE("response head: content-length, chunked and close-delimited framing", "[head]") {
   ResponseHead a(200, "OK", 11);

@@ -15,10 +15,10 @@
 #include "routing/residency.h"
 
 using namespace geogate;
-using gateway::LocalRuntime;
-using gateway::Runtime;
-using gateway::RuntimeConstPtr;
-using gateway::RuntimeSlot;
+using proxy::LocalRuntime;
+using proxy::Runtime;
+using proxy::RuntimeConstPtr;
+using proxy::RuntimeSlot;
 
 namespace {
 
@@ -117,7 +117,7 @@ TEST_CASE("every head completed after a publish is decided under it, notified or
         size_t w = rng() % workers;
         stale_worker_heads += local[w].generation() != generation;
         local[w].Refresh();
-        const gateway::PinnedRuntime& pinned = local[w].held();
+        const proxy::PinnedRuntime& pinned = local[w].held();
         REQUIRE(pinned);
         const Runtime& rt = **pinned;
         REQUIRE(rt.generation == generation);

@@ -5,7 +5,7 @@
 
 #include "proxy/sse_observer.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 using Clock = SseObserver::Clock;
 
 namespace {

@@ -6,9 +6,9 @@
 
 #include "proxy/sse_scan.h"
 
-using geogate::gateway::FindSseEventKeys;
-using geogate::gateway::SseEventEnd;
-using geogate::gateway::SseEventKeys;
+using geogate::proxy::FindSseEventKeys;
+using geogate::proxy::SseEventEnd;
+using geogate::proxy::SseEventKeys;
 
 namespace {
 

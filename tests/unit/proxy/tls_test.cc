@@ -17,7 +17,7 @@
 
 #include "testing/simulated_time.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 
 namespace {
 

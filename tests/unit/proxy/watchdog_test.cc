@@ -9,7 +9,7 @@
 #include "proxy/watchdog.h"
 #include "testing/simulated_time.h"
 
-using namespace geogate::gateway;
+using namespace geogate::proxy;
 using namespace std::chrono_literals;
 using TP = WatchdogClock::time_point;
 

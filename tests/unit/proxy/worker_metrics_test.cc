@@ -2,7 +2,8 @@
 
 #include "proxy/worker_metrics.h"
 
-using namespace geogate::gateway;
+using namespace geogate::observability;
+using namespace geogate::proxy;
 
 TEST_CASE("counters merge across workers by label set", "[metrics]") {
   WorkerMetrics a, b, merged;

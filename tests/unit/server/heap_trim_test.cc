@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-using namespace geogate::gateway;
+using namespace geogate::server;
 using namespace std::chrono_literals;
 
 TEST_CASE("a large fall from the peak trims once", "[heap_trim]") {
