@@ -5,7 +5,11 @@ Every library folder's README.md names its public headers and the folders it
 depends on. Production code (not tests/, bench/ or testing/ itself) may
 include a header of another folder only when that folder is among its
 dependencies and the header is among that folder's public ones; nothing in
-production may include testing/. Exit status 1 lists each breach.
+production may include testing/. Each folder's code lives in its own
+namespace, geogate::<folder>: a block of another geogate namespace may only
+forward-declare (`class X;`), and testing/ declares each double in the
+namespace of the interface it stands in for (geogate::health, ...). Exit status 1
+lists each breach.
 """
 import pathlib
 import re
@@ -15,6 +19,26 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 LIBS = ["common", "observability", "tracing", "accounting", "proxy", "server",
         "config", "health", "routing", "testing"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([A-Za-z0-9_]+\.h)"', re.M)
+NAMESPACE = re.compile(r"^namespace geogate((?:::[a-z_]+)*) \{\n(.*?)^\}", re.M | re.S)
+# common/'s vocabulary headers that every folder uses unqualified (strings.h,
+# splitmix64.h) sit in geogate itself.
+ROOT_NAMESPACE_OK = {"common"}
+FORWARD_DECLARATION = re.compile(r"^\s*((class|struct) [A-Za-z0-9_]+;)?\s*(//.*)?$")
+
+
+def namespace_breaches(lib, path, text):
+    """Blocks of `text` outside geogate::<lib> that declare more than names."""
+    out = []
+    for m in NAMESPACE.finditer(text):
+        parts = [p for p in m.group(1).split("::") if p]
+        own = parts[:1] == [lib] or (lib == "testing" and parts[:1] != [])
+        if own or (not parts and lib in ROOT_NAMESPACE_OK):
+            continue
+        if all(FORWARD_DECLARATION.match(line) for line in m.group(2).splitlines()):
+            continue
+        name = "geogate" + m.group(1)
+        out.append(f"{path.relative_to(ROOT)}: declares in {name}, not geogate::{lib}")
+    return out
 
 
 def declared(lib):
@@ -41,7 +65,9 @@ def main():
         for path in sorted((ROOT / lib).glob("*")):
             if path.suffix not in (".h", ".cc"):
                 continue
-            for m in INCLUDE.finditer(path.read_text()):
+            text = path.read_text()
+            breaches += namespace_breaches(lib, path, text)
+            for m in INCLUDE.finditer(text):
                 other, header = m.group(1), m.group(2)
                 where = f"{path.relative_to(ROOT)}: {other}/{header}"
                 if other == lib or other not in spec:
