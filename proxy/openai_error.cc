@@ -56,9 +56,13 @@ ErrorSpec SpecOf(ErrorKind kind) {
   return {500, "server_error", "internal_error"};
 }
 
+static boost::json::object ErrorMember(std::string_view message, const char* type,
+                                       const char* code) {
+  return {{"message", message}, {"type", type}, {"code", code}};
+}
+
 static std::string ErrorObject(std::string_view message, const char* type, const char* code) {
-  return common::SerializeJson(boost::json::object{
-      {"error", boost::json::object{{"message", message}, {"type", type}, {"code", code}}}});
+  return common::SerializeJson(boost::json::object{{"error", ErrorMember(message, type, code)}});
 }
 
 std::string ErrorBody(ErrorKind kind, std::string_view message) {
@@ -69,6 +73,16 @@ std::string ErrorBody(ErrorKind kind, std::string_view message) {
 std::string StreamErrorEvent(std::string_view message) {
   std::string out = "data: ";
   out += ErrorObject(message, "upstream_error", "stream_interrupted");
+  out += "\n\n";
+  return out;
+}
+
+std::string ResponsesStreamErrorEvent(std::string_view message, int64_t sequence_number) {
+  std::string out = "event: error\ndata: ";
+  out += common::SerializeJson(
+      boost::json::object{{"type", "error"},
+                          {"sequence_number", sequence_number},
+                          {"error", ErrorMember(message, "upstream_error", "stream_interrupted")}});
   out += "\n\n";
   return out;
 }

@@ -49,4 +49,11 @@ std::string ErrorBody(ErrorKind kind, std::string_view message);
 /// `data:` line with the error object and the blank line that ends the event.
 std::string StreamErrorEvent(std::string_view message);
 
+/// The same for a Responses API stream, in that API's own event shape: an
+/// `event: error` line, and data of `"type":"error"`, the `sequence_number`
+/// that comes next in the stream and the same error object. Clients parse
+/// Responses events by their type (the Vercel AI SDK's schema would reject
+/// a bare error object), while OpenAI's SDKs raise on the `error` member.
+std::string ResponsesStreamErrorEvent(std::string_view message, int64_t sequence_number);
+
 }  // namespace geogate::proxy

@@ -704,8 +704,11 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       ctx_.error_code = "stream_interrupted";  // the code of the SSE error event
       ctx_.upstream_error = health::FailureReasonName(reason);
       if (sse && chunked) {
-        std::string event = StreamErrorEvent(absl::StrCat(
-            "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason)));
+        std::string message = absl::StrCat(
+            "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason));
+        std::string event = ctx_.responses_api()
+                                ? ResponsesStreamErrorEvent(message, observer.responses_events())
+                                : StreamErrorEvent(message);
         wd_.Disarm();  // its deadline was the backend's
         co_await client_out_.End(event);
       } else {

@@ -154,6 +154,7 @@ bool SseObserver::OnEvent(std::string_view event, Clock::time_point now, size_t 
   if (!SingleLineDataOf(event, line_end, data)) data = DataOf(event, scratch);
   if (data.empty() || data == "[DONE]") return true;
   if (api_ == Api::kResponses) {
+    ++responses_events_;
     OnResponsesEvent(event, data, now);
     return true;
   }

@@ -57,6 +57,9 @@ class SseObserver {
   bool estimated() const { return !usage_seen_; }
   bool usage_seen() const { return usage_seen_; }
   int64_t content_events() const { return content_events_; }
+  /// Responses API events seen with data: the `sequence_number` of the next
+  /// one (OpenAI numbers a response's events from 0).
+  int64_t responses_events() const { return responses_events_; }
   /// When the first content event was seen; Clock::time_point{} before.
   Clock::time_point first_content_at() const { return first_event_; }
   /// Seconds between consecutive content events.
@@ -95,6 +98,7 @@ class SseObserver {
   int64_t prompt_tokens_ = -1;
   int64_t completion_tokens_ = 0;
   int64_t content_events_ = 0;
+  int64_t responses_events_ = 0;
   Clock::time_point first_event_{};
   Clock::time_point last_event_{};
   std::vector<double, common::PooledAllocator<double>> gaps_;  // 64 fit one cached block

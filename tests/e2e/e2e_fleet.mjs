@@ -6,12 +6,16 @@ import assert from "node:assert/strict";
 export const fleet = JSON.parse(process.env.GEOGATE_E2E ?? "{}");
 assert.ok(fleet.baseURL, "GEOGATE_E2E names the gateway's base URL");
 
-export const { baseURL, model, backend } = fleet;
+export const { baseURL, model, backend, brokenModel, brokenBackend } = fleet;
 export const tokens = Number(fleet.tokens);
 export const keys = fleet.keys;
 /// The tokens gpusim generates, in order: "b1:0 ", "b1:1 ", ...
 export const expectedPieces = Array.from({ length: tokens }, (_, i) => `${backend}:${i} `);
 export const expectedText = expectedPieces.join("");
+/// What a stream of brokenModel carries before its backend dies: two tokens.
+export const brokenPieces = [0, 1].map((i) => `${brokenBackend}:${i} `);
+/// The gateway's message for it ("backend b2 failed mid-stream: reset").
+export const brokenMessage = `backend ${brokenBackend} failed mid-stream`;
 
 /// The three refusals each SDK must surface as its own errors:
 /// - 451 residency_denied: a tenant held to the EU asks for a model served

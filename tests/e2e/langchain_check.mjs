@@ -9,6 +9,9 @@ import assert from "node:assert/strict";
 import {
   assertRealVector,
   baseURL,
+  brokenMessage,
+  brokenModel,
+  brokenPieces,
   expectedPieces,
   expectedText,
   keys,
@@ -41,6 +44,27 @@ for (const useResponsesApi of [false, true]) {
 const embeddings = new OpenAIEmbeddings({ model, apiKey: keys.ok, configuration: { baseURL }, maxRetries: 0 });
 assertRealVector(await embeddings.embedQuery("vector"), "langchain embedQuery");
 
+// A backend that dies after two tokens: the stream yields both, then
+// raises the OpenAI SDK's APIError with the gateway's stream_interrupted.
+for (const useResponsesApi of [false, true]) {
+  const api = useResponsesApi ? "responses" : "chat";
+  const pieces = [];
+  await assert.rejects(
+    (async () => {
+      for await (const chunk of await chat({ model: brokenModel, useResponsesApi }).stream("x"))
+        if (chunk.text) pieces.push(chunk.text);
+    })(),
+    (err) => {
+      assert.ok(err instanceof OpenAI.APIError, `${api} interrupted: an APIError, got ${err}`);
+      assert.equal(err.code, "stream_interrupted", `${api} interrupted: code`);
+      assert.ok(err.message.includes(brokenMessage), `${api} interrupted: ${err.message}`);
+      return true;
+    },
+  );
+  assert.deepEqual(pieces, brokenPieces, `${api} interrupted: the tokens before the failure`);
+}
+console.log("ok: langchain interrupted streams (chat and responses)");
+
 // LangChain raises the OpenAI SDK's own errors (it wraps that client), a
 // 429 marked with LangChain's MODEL_RATE_LIMIT error code.
 const classOf = { 451: OpenAI.APIError, 429: OpenAI.RateLimitError, 503: OpenAI.InternalServerError };
@@ -57,6 +81,8 @@ for (const r of await refusals()) {
       const name = `${useResponsesApi ? "responses" : "chat"} ${what} ${r.status}`;
       await assert.rejects(call(), (err) => {
         assert.ok(err instanceof classOf[r.status], `${name}: ${classOf[r.status].name}, got ${err}`);
+        // 451 has no subclass of its own: the plain APIError, not a subclass.
+        if (r.status === 451) assert.equal(err.constructor, OpenAI.APIError, `${name}: plain APIError`);
         assert.equal(err.status, r.status, `${name}: status`);
         assert.equal(err.code, r.code, `${name}: code`);
         if (r.status === 429) assert.equal(err.lc_error_code, "MODEL_RATE_LIMIT", name);

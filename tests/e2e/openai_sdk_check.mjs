@@ -8,6 +8,9 @@ import {
   assertRealVector,
   backend,
   baseURL,
+  brokenMessage,
+  brokenModel,
+  brokenPieces,
   expectedPieces,
   expectedText,
   keys,
@@ -100,6 +103,37 @@ await assert.rejects(
   client.chat.completions.create({ model: "no-such-model", messages: [] }),
   (err) => err instanceof OpenAI.NotFoundError && err.code === "model_not_found",
 );
+
+// A backend that dies after two tokens: the SDK yields both, then throws
+// an APIError with the gateway's stream_interrupted, in chat and Responses.
+const textOf = {
+  chat: (chunk) => chunk.choices?.[0]?.delta?.content,
+  responses: (event) => (event.type === "response.output_text.delta" ? event.delta : undefined),
+};
+const broken = {
+  chat: () =>
+    client.chat.completions.create({ model: brokenModel, stream: true, messages: [{ role: "user", content: "x" }] }),
+  responses: () => client.responses.create({ model: brokenModel, input: "x", stream: true }),
+};
+for (const [api, open] of Object.entries(broken)) {
+  const got = [];
+  await assert.rejects(
+    (async () => {
+      for await (const item of await open()) {
+        const text = textOf[api](item);
+        if (text) got.push(text);
+      }
+    })(),
+    (err) => {
+      assert.ok(err instanceof OpenAI.APIError, `${api} interrupted: an APIError, got ${err}`);
+      assert.equal(err.code, "stream_interrupted", `${api} interrupted: code`);
+      assert.ok(err.message.includes(brokenMessage), `${api} interrupted: ${err.message}`);
+      return true;
+    },
+  );
+  assert.deepEqual(got, brokenPieces, `${api} interrupted: the tokens before the failure`);
+}
+console.log("ok: openai interrupted streams (chat and responses)");
 
 // The gateway's refusals, through chat and the Responses API. The SDK has
 // no class of its own for 451: it is the generic APIError, not one of the

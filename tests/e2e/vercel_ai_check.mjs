@@ -9,6 +9,9 @@ import assert from "node:assert/strict";
 import {
   assertRealVector,
   baseURL,
+  brokenMessage,
+  brokenModel,
+  brokenPieces,
   expectedPieces,
   expectedText,
   keys,
@@ -34,6 +37,30 @@ for (const [api, modelOf] of Object.entries(flavours)) {
   const usage = await streamed.usage;
   assert.equal(usage.outputTokens, n, `${api}: streamed output tokens`);
 }
+
+// A backend that dies after two tokens: both tokens, then one error part
+// with the gateway's stream_interrupted (for Responses, the API's own error
+// event; a chat-shaped one would end the stream with no error at all).
+for (const [api, modelOf] of Object.entries(flavours)) {
+  const errors = [];
+  const result = streamText({
+    model: modelOf(brokenModel),
+    prompt: "broken",
+    maxRetries: 0,
+    onError: ({ error }) => errors.push(error),
+  });
+  const parts = [];
+  for await (const part of result.fullStream) parts.push(part);
+  const text = parts.filter((p) => p.type === "text-delta").map((p) => p.text);
+  assert.deepEqual(text, brokenPieces, `${api} interrupted: the tokens before the failure`);
+  const failed = parts.filter((p) => p.type === "error");
+  assert.equal(failed.length, 1, `${api} interrupted: one error part, got ${JSON.stringify(parts)}`);
+  const err = failed[0].error;
+  assert.equal(err.code, "stream_interrupted", `${api} interrupted: code of ${JSON.stringify(err)}`);
+  assert.ok(err.message.startsWith(brokenMessage), `${api} interrupted: ${err.message}`);
+  assert.equal(errors.length, 1, `${api} interrupted: onError once`);
+}
+console.log("ok: ai sdk interrupted streams (responses and chat)");
 
 const { embedding } = await embed({ model: openai.embedding(model), value: "vector", maxRetries: 0 });
 assertRealVector(embedding, "ai embed");

@@ -148,6 +148,37 @@ class ResponsesApiTest(unittest.TestCase):
         self.assertEqual(after["completion_tokens"] - before["completion_tokens"], TOKENS)
         self.assertEqual(after["estimated_requests"], before["estimated_requests"])
 
+    def test_stream_failing_midway_ends_with_the_apis_error_event(self):
+        # The US backend resets the stream after two deltas. A Responses
+        # client gets the API's own error event (event: error, type "error",
+        # the next sequence_number) around the gateway's error object, once,
+        # and no response.completed.
+        self.us.control(mode="die_after", n=2)
+        self.addCleanup(self.us.control, mode="healthy")
+        h = self.headers("US")
+        h["x-request-id"] = "resp-broken-1"
+        s = SseStream(self.gw.url, "/v1/responses",
+                      {"model": MODEL, "input": "hello", "stream": True}, headers=h)
+        self.addCleanup(s.close)
+        self.assertEqual(s.status, 200)
+        self.assertEqual(s.headers["x-geogate-backend"], "us-sim")
+        text = s.read_body().decode()
+        events = [e for e in text.replace("\r\n", "\n").split("\n\n") if e]
+        last = events[-1].split("\n")
+        self.assertEqual(last[0], "event: error", events[-1])
+        data = json.loads(last[1].removeprefix("data: "))
+        self.assertEqual(data["type"], "error")
+        self.assertEqual(data["error"]["code"], "stream_interrupted")
+        self.assertEqual(data["error"]["type"], "upstream_error")
+        # Numbered after the last event the backend sent.
+        sent = [json.loads(e.split("data: ", 1)[1]) for e in events[:-1]]
+        self.assertEqual([e["type"] for e in sent].count("response.output_text.delta"), 2)
+        self.assertEqual(data["sequence_number"], sent[-1]["sequence_number"] + 1)
+        self.assertEqual(text.count("stream_interrupted"), 1)
+        self.assertNotIn("response.completed", text)
+        line = self.log_line("resp-broken-1")
+        self.assertEqual((line["outcome"], line["error"]), ("interrupted", "stream_interrupted"))
+
     def test_routed_by_model_under_residency_as_chat(self):
         # The model only the US backend serves: a client narrowed to EU is
         # refused, as for chat; without the narrowing it is served in the US.

@@ -68,6 +68,19 @@ TEST_CASE("the mid-stream error event is one SSE data event with stream_interrup
   CHECK(v.at("error").at("message").as_string() == "backend died");
 }
 
+TEST_CASE("a Responses stream's error event is the API's error event around the same object",
+          "[errors]") {
+  std::string ev = ResponsesStreamErrorEvent("backend died", 7);
+  CHECK(ev ==
+        "event: error\n"
+        "data: "
+        R"({"type":"error","sequence_number":7,"error":{"message":"backend died",)"
+        R"("type":"upstream_error","code":"stream_interrupted"}})"
+        "\n\n");
+  json::value v = json::parse(ev.substr(ev.find("data: ") + 6));
+  CHECK(v.at("error") == json::parse(StreamErrorEvent("backend died").substr(6)).at("error"));
+}
+
 TEST_CASE("error bodies keep their exact shape: error{message, type, code}", "[errors]") {
   CHECK(ErrorBody(ErrorKind::kModelNotFound, "no model \"x\"") ==
         R"({"error":{"message":"no model \"x\"","type":"invalid_request_error",)"

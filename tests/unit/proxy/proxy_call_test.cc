@@ -510,6 +510,26 @@ TEST_CASE("proxy call: a Responses stream is accounted from its own events", "[p
   CHECK(got.find("\"input_tokens\":7") != std::string::npos);
 }
 
+TEST_CASE("proxy call: a Responses stream failing mid-way ends with the API's own error event",
+          "[proxy_call]") {
+  CallFixture f;
+  // The opening event and one delta, then the backend goes away.
+  std::string events =
+      ResponsesEvent("response.created", ",\"sequence_number\":0,\"response\":{\"usage\":null}") +
+      ResponsesEvent("response.output_text.delta", ",\"sequence_number\":1,\"delta\":\"a \"");
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + Chunk(events), /*close_after=*/true));
+  f.Start(R"({"model":"m","input":"hi","stream":true})", "/v1/responses");
+  REQUIRE(f.done);
+  CHECK(f.connector.connects.size() == 1);  // committed: never retried
+  CHECK(f.ctx->outcome == RequestOutcome::kInterrupted);
+  std::string got = f.ClientGot();
+  CHECK(Count(got, "stream_interrupted") == 1);
+  CHECK(Count(got, "event: error\ndata: {\"type\":\"error\",\"sequence_number\":2,") == 1);
+  CHECK(Count(got, "response.completed") == 0);
+  CHECK(Count(got, "[DONE]") == 0);
+  CHECK(got.ends_with("\r\n0\r\n\r\n"));  // a clean end of the chunked body
+}
+
 TEST_CASE("proxy call: a stream that comes whole with its head still loses the usage chunk",
           "[proxy_call]") {
   // One backend write, read at once: the body is complete in the first read.

@@ -210,7 +210,31 @@ TEST_CASE("Responses stream: usage from response.completed, first token at the f
     CHECK_FALSE(o.estimated());
     CHECK(o.first_content_at() == t1);
     REQUIRE(o.token_gaps().size() == 2);
+    // 3 opening events, 3 deltas, output_text.done and completed: the next
+    // sequence number is 8 (a mid-stream error event's).
+    CHECK(o.responses_events() == 8);
   }
+}
+
+TEST_CASE("Responses stream: usage from response.incomplete and response.failed too", "[sse]") {
+  for (const char* type : {"response.incomplete", "response.failed"}) {
+    INFO(type);
+    SseObserver o(true, false, SseObserver::Api::kResponses);
+    std::string end = ResponsesEvent(
+        type,
+        ",\"response\":{\"status\":\"x\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}");
+    Run(o, {ResponsesPrologue(), ResponsesDelta(0), end});
+    CHECK(o.usage_seen());
+    CHECK(o.prompt_tokens() == 5);
+    CHECK(o.completion_tokens() == 1);
+    CHECK(o.responses_events() == 5);
+  }
+  // Any other event with a usage member is not the end of the response.
+  SseObserver o(true, false, SseObserver::Api::kResponses);
+  Run(o, {ResponsesPrologue(),
+          ResponsesEvent("response.output_item.done",
+                         ",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":9}}")});
+  CHECK_FALSE(o.usage_seen());
 }
 
 TEST_CASE("Responses stream: split at every byte, the counts are the same", "[sse]") {
