@@ -300,6 +300,32 @@ class TracingTest(unittest.TestCase):
                         f"dropped {dropped()}")
         self.assertEqual(gw.metric("geogate_trace_spans_exported_total"), 0)
 
+    def test_a_stalled_collector_does_not_hold_requests(self):
+        # The collector accepts and reads every export and never answers:
+        # an export waits export_timeout_ms (5 s here) before it fails. The
+        # requests must not wait for it: the exporter runs apart from the
+        # workers, and spans it has no room for are dropped and counted.
+        collector = Collector(stall=True).start(self)
+        self.addCleanup(collector.released.set)
+        eu = self.start_sim("eu-1", "eu-west")
+        cfg = self.config(collector.url, eu)
+        cfg.tracing["export_timeout_ms"] = 5000
+        gw = self.start_gateway(cfg)
+        slowest = 0.0
+        for _ in range(60):
+            started = time.monotonic()
+            status, _, _ = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
+            slowest = max(slowest, time.monotonic() - started)
+            self.assertEqual(status, 200)
+        # A generous bound: a request held by the export would take 5 s.
+        self.assertLess(slowest, 2.0)
+        self.assertTrue(wait_until(lambda: collector.connections >= 1, timeout=10))
+        # 180 spans; at most one batch (64) in the stalled export and 64
+        # queued: the rest are dropped at the queue, and counted.
+        self.assertGreaterEqual(
+            gw.metric("geogate_trace_spans_dropped_total", reason="queue_full"), 180 - 128)
+        self.assertEqual(gw.metric("geogate_trace_spans_exported_total"), 0)
+
     def test_reload_turns_tracing_on_and_sampling_off(self):
         collector = Collector().start(self)
         eu = self.start_sim("eu-1", "eu-west")
