@@ -63,7 +63,6 @@ import re
 import statistics
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -75,66 +74,18 @@ VARIANTS = ("base", "NO_TRY_SEND", "NO_ASIO_FRAMES", "NO_BLOCK_CACHE", "NO_BULK_
 CMAKE_VARIANTS = {"IO_URING": ["-DCMAKE_CXX_FLAGS=-DBOOST_ASIO_HAS_IO_URING -DBOOST_ASIO_DISABLE_EPOLL",
                                "-DCMAKE_CXX_STANDARD_LIBRARIES=-luring"]}
 WRK_DIR = os.path.join(ROOT, "bench", "wrk")
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from gatewaylib import free_port, gateway_config, stop, wait_port  # noqa: E402  bench/gatewaylib.py
 SSE_TOKENS = 64
+#: Seconds a process may take until it listens (under callgrind, a while).
+START_S = 120
 
-CONFIG = """
-[gateway]
-edge = "ab"
-workers = 1
-access_log = "access.log"
 
-[[gateway.listeners]]
-address = "127.0.0.1:{port}"
-
-[gateway.admin]
-address = "127.0.0.1:{admin}"
-
-[gateway.upstream]
-drain_delay_ms = 0
-
-# Probes run on their own clock: rare, so that a slower variant does not
-# pay for more of them.
-[health]
-interval_ms = 2000
-changing_interval_ms = 20
-healthy_threshold = 1
-
-[geo]
-unknown = "anywhere"
-
-[[regions]]
-name = "r"
-jurisdiction = "LOCAL"
-location = {{ lat = 50.11, lon = 8.68 }}
-
-[[backends]]
-name = "fast"
-region = "r"
-url = "http://127.0.0.1:{up_fast}"
-models = ["fast"]
-gpu = "L4"
-capacity = 1000000
-
-[[backends]]
-name = "sse"
-region = "r"
-url = "http://127.0.0.1:{up_sse}"
-models = ["sse"]
-gpu = "L4"
-capacity = 1000000
-
-[[backends]]
-name = "burst"
-region = "r"
-url = "http://127.0.0.1:{up_burst}"
-models = ["burst"]
-gpu = "L4"
-capacity = 1000000
-
-[[residency]]
-name = "anywhere"
-allow_regions = ["r"]
-"""
+def config(port: int, admin: int, backends: dict[str, int]) -> str:
+    # Probes run on their own clock: rare, so that a slower variant does not
+    # pay for more of them.
+    return gateway_config("ab", port, admin, backends, upstream={"drain_delay_ms": 0},
+                          health={"interval_ms": 2000, "changing_interval_ms": 20, "healthy_threshold": 1})
 
 
 def build_dir(variant: str) -> str:
@@ -166,34 +117,6 @@ def build(variant: str) -> None:
                         "-DGEOGATE_TESTS=OFF", *flags], check=True, stdout=subprocess.DEVNULL)
     targets = ["geogate"] + (["geogate-gpusim", "geogate-responder"] if variant == "base" else [])
     subprocess.run(["cmake", "--build", d, "-j2", "--target", *targets], check=True)
-
-
-def stop_gateway(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within a minute."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 120) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process {proc.args[0]} exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
 def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -327,7 +250,7 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
     d = tempfile.mkdtemp(dir=work, prefix=f"{variant}-{tool}-")
     conf = os.path.join(d, "geogate.toml")
     with open(conf, "w") as f:
-        f.write(CONFIG.format(port=port, admin=admin, up_fast=up_fast, up_sse=up_sse, up_burst=up_burst))
+        f.write(config(port, admin, {"fast": up_fast, "sse": up_sse, "burst": up_burst}))
     gw = [gateway_binary(variant), "--config", conf]
     if tool == "callgrind":
         gw = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
@@ -337,8 +260,8 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
     rows = {}
     try:
         for p, sim in zip((up_fast, up_sse, up_burst), sims):
-            wait_port(p, sim)
-        wait_port(port, proc)
+            wait_port(p, sim, timeout=START_S)
+        wait_port(port, proc, timeout=START_S)
         wait_healthy(port, proc)
         # Warm-up: pools, caches and lazily built state, then counting starts.
         drive(port, "fast", False, args.conns * 4, args.conns)
@@ -367,7 +290,7 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
                 st.wait(timeout=30)
                 rows[phase] = {"syscalls": strace_total(out) / n}
     finally:
-        stop_gateway(proc)
+        stop(proc, timeout=60)  # SIGTERM, SIGKILL after a minute
         for s in sims:
             s.terminate()
             s.wait()
@@ -436,13 +359,13 @@ def measure_wrk(variant: str, args, work: str, up: dict, bodies: dict) -> dict:
     d = tempfile.mkdtemp(dir=work, prefix=f"{variant}-wrk-")
     conf = os.path.join(d, "geogate.toml")
     with open(conf, "w") as f:
-        f.write(CONFIG.format(port=port, admin=admin, up_fast=up["fast"], up_sse=up["sse"], up_burst=up["sse"]))
+        f.write(config(port, admin, {"fast": up["fast"], "sse": up["sse"], "burst": up["sse"]}))
     gw = ["taskset", "-c", "1", os.path.join(build_dir(variant), "server", "geogate"), "--config", conf]
     log = open(os.path.join(d, "gateway.log"), "w")
     proc = subprocess.Popen(gw, cwd=d, stdout=log, stderr=log)
     rows = {}
     try:
-        wait_port(port, proc)
+        wait_port(port, proc, timeout=START_S)
         wait_healthy(port, proc)
         for row in args.wrk_rows.split(","):
             warm = run_wrk(port, row, 2, args.wrk_conns, bodies)
@@ -463,7 +386,7 @@ def measure_wrk(variant: str, args, work: str, up: dict, bodies: dict) -> dict:
                          "util": (c1 - c0) / 1e9 / wall, "machine_busy": (b1 - b0) / wall,
                          "failed": float(warm["failed"] + r["failed"]), "crashed": 0.0}
     finally:
-        stop_gateway(proc)
+        stop(proc, timeout=60)  # SIGTERM, SIGKILL after a minute
     return rows
 
 
@@ -485,7 +408,7 @@ def wrk_rounds(variants: list[str], args, work: str) -> dict:
     out["load_average"] = [os.getloadavg()[0]]
     try:
         for p, u in zip(up.values(), ups):
-            wait_port(p, u)
+            wait_port(p, u, timeout=START_S)
         for rnd in range(args.rounds):
             for v in variants:
                 for row, figs in measure_wrk(v, args, work, up, bodies).items():

@@ -16,14 +16,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import string
 import subprocess
+import sys
 import time
 import urllib.request
 from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import gatewaylib  # noqa: E402  bench/gatewaylib.py
+from gatewaylib import free_port  # noqa: E402
 
 LANES = ("fast", "tls", "sse", "burst", "paced", "probe", "long")
 #: The model each lane's requests name; geogate routes on it.
@@ -40,12 +43,6 @@ CLIENT_XFF = "192.0.2.1"
 
 class StartError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def render(template: str, dest: str, **values) -> str:
@@ -144,9 +141,6 @@ class Proc:
         assert self.popen is not None
         return self.popen.pid
 
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
     def tail(self, n: int = 20) -> str:
         try:
             with open(self.log_path, "rb") as f:
@@ -155,37 +149,15 @@ class Proc:
             return ""
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
-        if self.popen is None or self.popen.poll() is not None:
-            return
-        os.kill(self.popen.pid, sig)
-        try:
-            self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.kill(self.popen.pid, signal.SIGKILL)
-            self.popen.wait(timeout=10)
+        if self.popen is not None:
+            gatewaylib.stop(self.popen, sig, timeout)
 
 
 def wait_port(port: int, proc: Proc, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            raise StartError(f"{proc.name} exited during start-up:\n{proc.tail()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise StartError(f"{proc.name}: nothing listening on port {port} after {timeout}s:\n{proc.tail()}")
-
-
-def http_status(url: str, timeout: float = 2.0) -> int:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return 0
+        gatewaylib.wait_port(port, proc.popen, timeout)
+    except RuntimeError as e:
+        raise StartError(f"{proc.name}: {e}:\n{proc.tail()}") from None
 
 
 def make_tls(directory: str) -> tuple[str, str, str]:
@@ -407,12 +379,11 @@ class Geogate(_Proxy):
         proc = Proc("geogate", [self.binary, "--config", conf], self.cpus,
                     os.path.join(self.dir, "geogate.log")).start()
         self.procs = [proc]
-        deadline = time.monotonic() + 30
-        while http_status(f"http://127.0.0.1:{admin}/readyz") != 200:
-            if not proc.alive() or time.monotonic() > deadline:
-                self.stop()
-                raise StartError(f"geogate did not become ready:\n{proc.tail()}")
-            time.sleep(0.1)
+        try:
+            gatewaylib.wait_ready(admin, proc.popen, 30)
+        except RuntimeError as e:
+            self.stop()
+            raise StartError(f"geogate: {e}:\n{proc.tail()}") from None
         return self
 
 

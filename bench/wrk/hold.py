@@ -18,8 +18,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gatewaylib import raise_nofile  # noqa: E402  bench/gatewaylib.py
 
 
 async def one(args, request: bytes, ready: asyncio.Event, state: dict, sem: asyncio.Semaphore):
@@ -122,13 +125,7 @@ def main() -> int:
         args.ssl = ssl.create_default_context()
         args.ssl.check_hostname = False
         args.ssl.verify_mode = ssl.CERT_NONE
-    want = args.count + 256
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < want:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
-        except (ValueError, OSError):  # not root: as far as the hard limit goes
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    raise_nofile(args.count + 256)
     return asyncio.run(main_async(args))
 
 

@@ -26,107 +26,21 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from gatewaylib import free_port, gateway_config, raise_nofile, stop, wait_port, wait_ready  # noqa: E402
 
-CONFIG = """
-[gateway]
-edge = "mem"
-workers = 1
-access_log = "access.log"
-
-[[gateway.listeners]]
-address = "127.0.0.1:{port}"
-
-[[gateway.listeners]]
-address = "127.0.0.1:{port_tls}"
-tls = {{ cert = "{cert}", key = "{key}" }}
-
-[gateway.admin]
-address = "127.0.0.1:{admin}"
-
-[gateway.limits]
-idle_timeout_ms = 300000
-
-[gateway.upstream]
-pool_max_idle = 1024
-stream_idle_timeout_ms = 300000
-drain_delay_ms = 0
-
-[geo]
-unknown = "anywhere"
-
-[[regions]]
-name = "r"
-jurisdiction = "LOCAL"
-location = {{ lat = 50.11, lon = 8.68 }}
-
-[[backends]]
-name = "fast"
-region = "r"
-url = "http://127.0.0.1:{up_fast}"
-models = ["fast"]
-gpu = "L4"
-capacity = 1000000
-
-[[backends]]
-name = "long"
-region = "r"
-url = "http://127.0.0.1:{up_long}"
-models = ["long"]
-gpu = "L4"
-capacity = 1000000
-
-[[residency]]
-name = "anywhere"
-allow_regions = ["r"]
-"""
 
 # mode: (hold.py --mode, model, TLS)
 MODES = {"idle": ("idle", "fast", False), "stream": ("stream", "long", False),
          "tls-idle": ("idle", "fast", True)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process {proc.args[0]} exited")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
-
-
-def ready(admin: int, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("the gateway exited during start-up")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("the gateway did not become ready")
 
 
 def rss_kib(pid: int) -> int:
@@ -135,17 +49,6 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def gateway_pid(proc: subprocess.Popen, heaptrack: bool) -> int:
@@ -164,8 +67,10 @@ def one_row(args, binary: str, mode: str, count: int, ups: dict, run_dir: str, t
     gw_dir = tempfile.mkdtemp(prefix="gw-", dir=run_dir)
     conf = os.path.join(gw_dir, "geogate.toml")
     with open(conf, "w") as f:
-        f.write(CONFIG.format(port=port, port_tls=port_tls, admin=admin, cert=tls[0], key=tls[1],
-                              up_fast=ups["fast"], up_long=ups["long"]))
+        f.write(gateway_config("mem", port, admin, {"fast": ups["fast"], "long": ups["long"]},
+                               tls=(port_tls, tls[0], tls[1]), limits={"idle_timeout_ms": 300000},
+                               upstream={"pool_max_idle": 1024, "stream_idle_timeout_ms": 300000,
+                                         "drain_delay_ms": 0}))
     cmd = [binary, "--config", conf]
     if heaptrack_out:
         cmd = ["heaptrack", "-o", os.path.join(heaptrack_out, f"{mode}-{os.getpid()}-{port}")] + cmd
@@ -173,7 +78,7 @@ def one_row(args, binary: str, mode: str, count: int, ups: dict, run_dir: str, t
     proc = subprocess.Popen(cmd, cwd=gw_dir, stdin=subprocess.DEVNULL, stdout=log,
                             stderr=subprocess.STDOUT)
     try:
-        ready(admin, proc, 120 if heaptrack_out else 30)
+        wait_ready(admin, proc, 120 if heaptrack_out else 30)
         time.sleep(0.5)
         pid = gateway_pid(proc, bool(heaptrack_out))
         before = rss_kib(pid)
@@ -243,13 +148,7 @@ def main() -> int:
         if m not in MODES:
             ap.error(f"unknown mode {m}")
     want = max(args.idle_count, args.stream_count, args.tls_count) * 2 + 1024
-    import resource
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < want:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
-        except (ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    raise_nofile(want)
     run_dir = tempfile.mkdtemp(prefix="geogate-mem-")
     if args.heaptrack:
         os.makedirs(args.heaptrack, exist_ok=True)

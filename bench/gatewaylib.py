@@ -1,0 +1,135 @@
+"""What the bench scripts share: the config of a benchmark gateway (one
+region, one backend per model, the residency rule "anywhere") and the
+helpers that start, wait for and stop their processes.
+
+Scripts in bench/*/ import it after `sys.path.insert(0, <repo>/bench)`, as
+they do bench/results.py. Processes are stopped by their own PID only.
+"""
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from typing import Optional
+
+# ---------------------------------------------------------------------------
+# the gateway's config
+
+
+def _value(v) -> str:
+    """A TOML value: bool, number, string, list or (inline) table."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a TOML basic string
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"no TOML value for {v!r}")
+
+
+def _table(header: str, keys: dict) -> str:
+    return f"{header}\n" + "".join(f"{k} = {_value(v)}\n" for k, v in keys.items())
+
+
+def gateway_config(edge: str, port: int, admin: int, backends: dict[str, int], *,
+                   tls: Optional[tuple[int, str, str]] = None, limits: Optional[dict] = None,
+                   upstream: Optional[dict] = None, health: Optional[dict] = None) -> str:
+    """A one-worker gateway with its access log on and no geo database:
+    a plain listener on `port`, with `tls` = (port, cert, key) a TLS listener
+    too, the admin listener on `admin`, and per `backends` entry (name ->
+    upstream port) a backend that serves the model of its name. `limits`,
+    `upstream` and `health` are the keys of [gateway.limits],
+    [gateway.upstream] and [health]."""
+    parts = [_table("[gateway]", {"edge": edge, "workers": 1, "access_log": "access.log"}),
+             _table("[[gateway.listeners]]", {"address": f"127.0.0.1:{port}"})]
+    if tls:
+        tls_port, cert, key = tls
+        parts.append(_table("[[gateway.listeners]]", {"address": f"127.0.0.1:{tls_port}",
+                                                      "tls": {"cert": cert, "key": key}}))
+    parts.append(_table("[gateway.admin]", {"address": f"127.0.0.1:{admin}"}))
+    for header, keys in (("[gateway.limits]", limits), ("[gateway.upstream]", upstream),
+                         ("[health]", health)):
+        if keys:
+            parts.append(_table(header, keys))
+    parts.append(_table("[geo]", {"unknown": "anywhere"}))
+    parts.append(_table("[[regions]]", {"name": "r", "jurisdiction": "LOCAL",
+                                        "location": {"lat": 50.11, "lon": 8.68}}))
+    for name, up in backends.items():
+        parts.append(_table("[[backends]]", {"name": name, "region": "r", "url": f"http://127.0.0.1:{up}",
+                                             "models": [name], "gpu": "L4", "capacity": 1000000}))
+    parts.append(_table("[[residency]]", {"name": "anywhere", "allow_regions": ["r"]}))
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# processes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Until something accepts on 127.0.0.1:`port`; RuntimeError if `proc` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited during start-up (status {proc.returncode})")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout:g} s")
+
+
+def wait_ready(admin: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Until the gateway's /readyz on admin port `admin` answers 200."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the gateway exited during start-up (status {proc.returncode})")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:  # refused, or an HTTPError (503: not ready yet)
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the gateway did not become ready in {timeout:g} s")
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
+    """`sig` (SIGTERM), then SIGKILL if it has not exited within `timeout` s."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def raise_nofile(want: int) -> int:
+    """This process's open-file limit raised to `want` (or, not root, as far as
+    the hard limit goes); the limit it now has."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= want:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
+        return want
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return hard
