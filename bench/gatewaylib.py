@@ -7,32 +7,24 @@ they do bench/results.py. Processes are stopped by their own PID only.
 """
 from __future__ import annotations
 
-import json
+import os
 import resource
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from typing import Optional
 
+# The TOML value writer of the integration tests' config builder (as
+# bench/failover and bench/reload use that harness whole).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+from gateway_harness import toml_value as _value  # noqa: E402
+
 # ---------------------------------------------------------------------------
 # the gateway's config
-
-
-def _value(v) -> str:
-    """A TOML value: bool, number, string, list or (inline) table."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return str(v)
-    if isinstance(v, str):
-        return json.dumps(v)  # a JSON string is a TOML basic string
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"no TOML value for {v!r}")
 
 
 def _table(header: str, keys: dict) -> str:
