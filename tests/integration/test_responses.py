@@ -62,6 +62,17 @@ class ResponsesApiTest(unittest.TestCase):
             h["x-geogate-residency"] = residency
         return h
 
+    def open_stream(self, residency: str, request_id: str, backend: str) -> SseStream:
+        """A streamed Responses request, answered 200 by `backend`."""
+        h = self.headers(residency)
+        h["x-request-id"] = request_id
+        s = SseStream(self.gw.url, "/v1/responses",
+                      {"model": MODEL, "input": "hello", "stream": True}, headers=h)
+        self.addCleanup(s.close)
+        self.assertEqual(s.status, 200)
+        self.assertEqual(s.headers["x-geogate-backend"], backend)
+        return s
+
     def log_line(self, request_id: str) -> dict:
         def find():
             for r in self.gw.access_log():
@@ -99,13 +110,7 @@ class ResponsesApiTest(unittest.TestCase):
         ttft_sum = self.gw.metric("geogate_ttft_seconds_sum", backend="eu-sim")
         tokens = self.gw.metric("geogate_tokens_total", backend="eu-sim", kind="completion")
         before = self.showback_row()
-        h = self.headers()
-        h["x-request-id"] = "resp-stream-1"
-        s = SseStream(self.gw.url, "/v1/responses",
-                      {"model": MODEL, "input": "hello", "stream": True}, headers=h)
-        self.addCleanup(s.close)
-        self.assertEqual(s.status, 200)
-        self.assertEqual(s.headers["x-geogate-backend"], "eu-sim")
+        s = self.open_stream("EU", "resp-stream-1", "eu-sim")
         events = [json.loads(d) for _, d in s.events()]
         types = [e["type"] for e in events]
         self.assertEqual(types[0], "response.created")
@@ -155,13 +160,7 @@ class ResponsesApiTest(unittest.TestCase):
         # and no response.completed.
         self.us.control(mode="die_after", n=2)
         self.addCleanup(self.us.control, mode="healthy")
-        h = self.headers("US")
-        h["x-request-id"] = "resp-broken-1"
-        s = SseStream(self.gw.url, "/v1/responses",
-                      {"model": MODEL, "input": "hello", "stream": True}, headers=h)
-        self.addCleanup(s.close)
-        self.assertEqual(s.status, 200)
-        self.assertEqual(s.headers["x-geogate-backend"], "us-sim")
+        s = self.open_stream("US", "resp-broken-1", "us-sim")
         text = s.read_body().decode()
         events = [e for e in text.replace("\r\n", "\n").split("\n\n") if e]
         last = events[-1].split("\n")
