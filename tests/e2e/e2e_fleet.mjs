@@ -50,3 +50,26 @@ export function assertRealVector(v, what) {
     `${what}: not all zeros`,
   );
 }
+
+/// Reads a stream of brokenModel to its end: `open()` gives the SDK's async
+/// iterable, `textOf(item)` an item's text (or nothing). The SDK must yield
+/// the two tokens and then throw an `errorClass` with the gateway's
+/// stream_interrupted.
+export async function expectInterrupted(what, open, textOf, errorClass) {
+  const got = [];
+  await assert.rejects(
+    (async () => {
+      for await (const item of await open()) {
+        const text = textOf(item);
+        if (text) got.push(text);
+      }
+    })(),
+    (err) => {
+      assert.ok(err instanceof errorClass, `${what} interrupted: ${errorClass.name}, got ${err}`);
+      assert.equal(err.code, "stream_interrupted", `${what} interrupted: code`);
+      assert.ok(err.message.includes(brokenMessage), `${what} interrupted: ${err.message}`);
+      return true;
+    },
+  );
+  assert.deepEqual(got, brokenPieces, `${what} interrupted: the tokens before the failure`);
+}
