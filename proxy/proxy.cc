@@ -693,7 +693,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       // The backend failed after the client got the head: the response can
       // no longer be retried. An SSE client gets one error event and a clean
       // end of the chunked body; anything else is cut so it cannot be
-      // mistaken for complete.
+      // mistaken for complete (so is an SSE stream whose client has part
+      // of an event: the error event would be read as its rest).
       FailureReason reason =
           ec == beast::error::timeout ? FailureReason::kStreamIdle : FailureReason::kReset;
       ReportFailure(backend, reason);
@@ -703,7 +704,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       ctx_.outcome = observability::RequestOutcome::kInterrupted;
       ctx_.error_code = "stream_interrupted";  // the code of the SSE error event
       ctx_.upstream_error = health::FailureReasonName(reason);
-      if (sse && chunked) {
+      if (sse && chunked && observer.at_event_end()) {
         std::string message = absl::StrCat(
             "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason));
         std::string event = ctx_.responses_api()

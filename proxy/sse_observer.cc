@@ -193,22 +193,32 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
     }
     return data;
   }
-  if (!strip_usage_) {
-    // Pass-through: send `data` untouched; scan a copy of any unfinished
+  if (!holding_) {
+    // Gave up holding (an unfinished event over kMaxHeldBytes: not SSE
+    // after all): send `data` untouched; scan a copy of any unfinished
     // event joined with the new bytes.
     if (tail_.empty()) {
       size_t done = ScanEvents(data, now);
-      if (done < data.size() && data.size() - done <= kMaxHeldBytes)
-        tail_.assign(data.substr(done));
+      if (done > 0) tail_lost_ = false;  // the lost event ended there
+      if (done < data.size()) {
+        if (data.size() - done <= kMaxHeldBytes)
+          tail_.assign(data.substr(done));
+        else
+          tail_lost_ = true;
+      }
     } else {
       tail_.append(data);
       size_t done = ScanEvents(tail_, now);
+      if (done > 0) tail_lost_ = false;
       tail_.erase(0, done);
-      if (tail_.size() > kMaxHeldBytes) tail_.clear();
+      if (tail_.size() > kMaxHeldBytes) {
+        tail_.clear();
+        tail_lost_ = true;
+      }
     }
     return data;
   }
-  // Stripping: complete events go out (minus the usage-only one); an
+  // Complete events go out (minus the usage-only one when stripping); an
   // unfinished event waits for its end. Until an event is dropped (once per
   // stream) what goes out is a prefix of the bytes scanned, sent from where
   // they are; only then are the kept events copied.
@@ -247,7 +257,9 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
     if (result.data() != out_.data()) out_.assign(result);
     out_.append(tail_);
     tail_.clear();
+    tail_lost_ = true;  // the client has the start of an event that never ended
     strip_usage_ = false;
+    holding_ = false;
     result = out_;
   }
   return result;
@@ -264,7 +276,7 @@ std::string_view SseObserver::Finish(Clock::time_point now) {
   }
   // Returned from tail_, so what the last Filter returned (a view of out_,
   // perhaps) stays valid: the relay writes both at once.
-  if (strip_usage_ && !tail_.empty()) {
+  if (holding_ && !tail_.empty()) {
     // A final event without its blank line still counts (and may be the
     // usage-only chunk to drop).
     if (!OnEvent(tail_, now)) tail_.clear();

@@ -7,8 +7,14 @@
 // - removes the usage-only chunk the gateway asked the backend for (it adds
 //   stream_options.include_usage upstream for accounting) when the client did
 //   not ask for it, so the client sees exactly the stream it requested.
-// Bytes are forwarded as they arrive; only while stripping, the unfinished
-// tail of an event is held until its end arrives.
+// Whole events are forwarded as they arrive; the unfinished tail of an
+// event is held until its end arrives. An SSE client acts on an event only
+// at its end, so holding the tail delays nothing it sees, and a stream the
+// backend cuts mid-event still ends on an event boundary, where the
+// gateway's error event can follow (glued to half an event, a client would
+// read one event of broken JSON and lose the error). A tail over 1 MiB is
+// not SSE after all: the observer then stops holding (at_event_end()
+// tells).
 //
 // Two dialects (Api):
 // - chat (chat completions, completions, embeddings): usage.prompt_tokens
@@ -42,7 +48,10 @@ class SseObserver {
   /// @param client_wants_usage the client itself asked for the usage chunk.
   /// @param api whose shapes the body has.
   SseObserver(bool sse, bool client_wants_usage, Api api = Api::kChat)
-      : sse_(sse), strip_usage_(sse && !client_wants_usage && api == Api::kChat), api_(api) {}
+      : sse_(sse),
+        strip_usage_(sse && !client_wants_usage && api == Api::kChat),
+        holding_(sse),
+        api_(api) {}
 
   /// @return the bytes to send to the client now (a view into `data` or into
   ///         the observer's own buffer, valid until the next call).
@@ -60,6 +69,9 @@ class SseObserver {
   /// Responses API events seen with data: the `sequence_number` of the next
   /// one (OpenAI numbers a response's events from 0).
   int64_t responses_events() const { return responses_events_; }
+  /// Whether what went to the client so far ends on an event boundary (an
+  /// event may follow). False only after the observer stopped holding.
+  bool at_event_end() const { return holding_ || (tail_.empty() && !tail_lost_); }
   /// When the first content event was seen; Clock::time_point{} before.
   Clock::time_point first_content_at() const { return first_event_; }
   /// Seconds between consecutive content events.
@@ -85,10 +97,12 @@ class SseObserver {
 
   bool sse_;
   bool strip_usage_;
+  bool holding_;            // unfinished events wait for their end (until one is too big)
+  bool tail_lost_ = false;  // not holding: the client got part of an event whose rest is unknown
   Api api_;
   // From the block cache like json_body_: a new observer per response, and
   // std::string's growth from empty cost several mallocs per stream.
-  common::PooledString tail_;  // unfinished event (copy), for scanning and, when stripping, sending
+  common::PooledString tail_;  // unfinished event (copy), for scanning and sending
   common::PooledString out_;
   // Non-SSE bodies, for the usage object at the end; from the block cache,
   // since every non-streamed answer fills one (up to 511 bytes stay there).

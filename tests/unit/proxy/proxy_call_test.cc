@@ -14,6 +14,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
+#include <boost/json/parse.hpp>
 
 #include "config/loader.h"
 #include "proxy/proxy.h"
@@ -528,6 +529,107 @@ TEST_CASE("proxy call: a Responses stream failing mid-way ends with the API's ow
   CHECK(Count(got, "response.completed") == 0);
   CHECK(Count(got, "[DONE]") == 0);
   CHECK(got.ends_with("\r\n0\r\n\r\n"));  // a clean end of the chunked body
+}
+
+namespace {
+
+// The body of the HTTP/1.1 response in `got`, its chunked framing removed.
+std::string Dechunk(std::string_view got) {
+  size_t at = got.find("\r\n\r\n");
+  REQUIRE(at != std::string_view::npos);
+  at += 4;
+  std::string body;
+  for (;;) {
+    size_t line = got.find("\r\n", at);
+    REQUIRE(line != std::string_view::npos);
+    size_t size = std::stoul(std::string(got.substr(at, line - at)), nullptr, 16);
+    if (size == 0) return body;
+    body.append(got.substr(line + 2, size));
+    at = line + 2 + size + 2;
+  }
+}
+
+// The data of each event in an SSE body, as an SSE client dispatches them
+// (lines joined by '\n'); an unfinished event at the end is not one.
+std::vector<std::string> SseData(std::string_view body) {
+  std::vector<std::string> events;
+  size_t at = 0;
+  for (size_t end = body.find("\n\n"); end != std::string_view::npos;
+       at = end + 2, end = body.find("\n\n", at)) {
+    std::string data;
+    std::string_view event = body.substr(at, end - at);
+    for (size_t from = 0; from <= event.size();) {
+      size_t eol = std::min(event.find('\n', from), event.size());
+      std::string_view line = event.substr(from, eol - from);
+      from = eol + 1;
+      if (!line.starts_with("data:")) continue;
+      line.remove_prefix(line.starts_with("data: ") ? 6 : 5);
+      if (!data.empty()) data += '\n';
+      data.append(line);
+    }
+    events.push_back(std::move(data));
+  }
+  return events;
+}
+
+}  // namespace
+
+TEST_CASE("proxy call: a backend dying inside an event sends no half event before the error",
+          "[proxy_call]") {
+  // The client receives only whole events: the error event starts on a
+  // fresh event, not glued to the bytes of one that never ended (an SSE
+  // client would join the two into one event of broken JSON and lose the
+  // error). The streams that pass events through untouched are the ones
+  // at risk: a chat client asking for usage, and the Responses API.
+  CallFixture f;
+  std::string half;
+  SECTION("chat, usage asked for") {
+    half = "data: {\"choices\":[{\"delta\":{\"content\":\"wor";
+    f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel") + Chunk(half),
+                                                   /*close_after=*/true));
+    f.Start(R"({"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}})");
+  }
+  SECTION("Responses") {
+    half = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.de";
+    std::string events =
+        ResponsesEvent("response.created", ",\"sequence_number\":0,\"response\":{\"usage\":null}");
+    f.connector.steps.push_back(
+        ConnectStep::Serve(SseHead() + Chunk(events) + Chunk(half), /*close_after=*/true));
+    f.Start(R"({"model":"m","input":"hi","stream":true})", "/v1/responses");
+  }
+  REQUIRE(f.done);
+  CHECK(f.ctx->outcome == RequestOutcome::kInterrupted);
+  std::string got = f.ClientGot();
+  std::string body = Dechunk(got);
+  CHECK(body.find(half) == std::string::npos);
+  std::vector<std::string> events = SseData(body);
+  REQUIRE(events.size() == 2);
+  for (const std::string& data : events) {
+    boost::system::error_code ec;
+    boost::json::parse(data, ec);
+    CHECK_FALSE(ec);  // each event's data is whole JSON
+  }
+  CHECK(Count(events.back(), "stream_interrupted") == 1);
+  CHECK(body.ends_with("\n\n"));
+}
+
+TEST_CASE("proxy call: a backend dying inside an unfinished 'event' over 1 MiB cuts the body",
+          "[proxy_call]") {
+  // Past 1 MiB the unfinished event is not held (not SSE after all): the
+  // client already has part of it, so an error event would be read as its
+  // rest. The body is cut instead, like any non-SSE body.
+  CallFixture f;
+  std::string big = "data: " + std::string((1 << 20) + 100, 'x');
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel") + Chunk(big),
+                                                 /*close_after=*/true));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE(f.done);
+  CHECK(f.ctx->outcome == RequestOutcome::kInterrupted);
+  std::string got = f.ClientGot();
+  CHECK(got.find("\"Hel\"") != std::string::npos);
+  CHECK(got.find(std::string(1000, 'x')) != std::string::npos);
+  CHECK(Count(got, "stream_interrupted") == 0);
+  CHECK_FALSE(got.ends_with("\r\n0\r\n\r\n"));  // no clean end: the client sees a cut body
 }
 
 TEST_CASE("proxy call: a stream that comes whole with its head still loses the usage chunk",

@@ -87,10 +87,34 @@ TEST_CASE("events split across reads at every byte offset", "[sse]") {
   }
 }
 
-TEST_CASE("pass-through never delays bytes: each read is forwarded as it came", "[sse]") {
-  SseObserver o(true, true);
-  std::string half = Token(0).substr(0, 10);
-  CHECK(std::string(o.Filter(half, Clock::now())) == half);
+TEST_CASE("pass-through: whole events go out at once, half of one at its end", "[sse]") {
+  // An SSE client acts on an event only at its end: the half waits for
+  // the rest, which sends it on; nothing whole is ever held.
+  for (bool client_wants_usage : {true, false}) {
+    for (auto api : {SseObserver::Api::kChat, SseObserver::Api::kResponses}) {
+      SseObserver o(true, client_wants_usage, api);
+      std::string half = Token(1).substr(0, 10);
+      CHECK(std::string(o.Filter(Token(0) + half, Clock::now())) == Token(0));
+      CHECK(o.at_event_end());  // what went out ends on an event boundary
+      CHECK(std::string(o.Filter(Token(1).substr(10), Clock::now())) == Token(1));
+      CHECK(o.Finish(Clock::now()).empty());
+    }
+  }
+}
+
+TEST_CASE("an unfinished event over 1 MiB is not SSE: it goes out, and is known to", "[sse]") {
+  for (bool client_wants_usage : {true, false}) {
+    SseObserver o(true, client_wants_usage);
+    std::string big = "data: " + std::string((1 << 20) + 1, 'x');
+    CHECK(std::string(o.Filter(Token(0) + big, Clock::now())) == Token(0) + big);
+    CHECK_FALSE(o.at_event_end());  // an error event now would be read as its rest
+    CHECK(std::string(o.Filter("yy", Clock::now())) == "yy");
+    CHECK_FALSE(o.at_event_end());
+    // Its end arrives: events after it are whole again, and counted.
+    CHECK(std::string(o.Filter("\n\n" + Token(1), Clock::now())) == "\n\n" + Token(1));
+    CHECK(o.at_event_end());
+    CHECK(o.content_events() == 2);
+  }
 }
 
 TEST_CASE("without usage the content events are the (estimated) count", "[sse]") {
