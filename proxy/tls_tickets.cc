@@ -65,7 +65,12 @@ int TicketCallback(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_
   int found = keys.DecryptionKey(name, k);
   if (found == 0) return 0;  // unknown key: full handshake, and a new ticket
   if (EVP_DecryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, k.aes.data(), iv) != 1) return -1;
-  return SetMacKey(mac, k) ? found : -1;
+  if (!SetMacKey(mac, k)) return -1;
+  // 2 asks for a new ticket: always in TLS 1.3, whose clients use a ticket
+  // once (without a new one, every other connection of theirs would be a
+  // full handshake, as OpenSSL's own keys never let happen); in TLS 1.2
+  // when a retired key decrypted it.
+  return SSL_version(ssl) >= TLS1_3_VERSION ? 2 : found;
 }
 
 }  // namespace

@@ -165,6 +165,32 @@ TEST_CASE("a ticket resumes on a later context of the same listener (a reload)",
   CHECK(again.resumed);
 }
 
+TEST_CASE("a resumed TLS 1.3 connection gets a fresh ticket for the next one", "[tls]") {
+  // TLS 1.3 clients use a ticket once (RFC 8446 C.4; OpenSSL's client does
+  // not offer a session again once it resumed it): without a new ticket
+  // after each resumption, every other connection of such a client is a
+  // full handshake.
+  TestCertFiles certs;
+  SimulatedTime time;
+  std::shared_ptr<TicketKeys> keys;
+  SECTION("the listener's keys") {
+    keys = std::make_shared<TicketKeys>(time);
+  }
+  SECTION("OpenSSL's own keys, as before listeners had theirs") {}
+  auto ctx = MakeServerContext(certs.files, keys);
+  REQUIRE(ctx.ok());
+  Outcome last = Connect((*ctx)->native_handle(), nullptr);
+  REQUIRE(last.session != nullptr);
+  for (int i = 0; i < 3; ++i) {
+    INFO("connection " << i + 2);
+    Outcome next = Connect((*ctx)->native_handle(), last.session.get());
+    CHECK(next.resumed);
+    REQUIRE(next.session != nullptr);
+    CHECK(next.session.get() != last.session.get());  // a new ticket came
+    last = std::move(next);
+  }
+}
+
 TEST_CASE("contexts without shared keys do not resume each other's tickets", "[tls]") {
   // What every reload did before the listener kept its keys.
   TestCertFiles certs;
