@@ -1,11 +1,8 @@
-// Name resolution under a deadline, for the span exporter. Asio's resolver
-// runs getaddrinfo on an internal thread of the io_context that nothing can
-// interrupt: a stalled DNS server holds the waiting coroutine for as long as
-// the system resolver's own retries take, and the io_context's destruction
-// joins that thread, so it holds the process exit too. Here each lookup runs
-// on a detached thread of its own; the caller waits at most `timeout`, and
-// at most one lookup runs at a time: a lookup asked for while an earlier one
-// is still stuck fails at once instead of piling up threads.
+// Name resolution under a deadline, for the span exporter: each lookup is
+// a common::DetachedLookup (a thread of its own, abandoned when it takes too
+// long, since nothing interrupts getaddrinfo); the caller waits at most
+// `timeout`, and at most one lookup runs at a time: a lookup asked for while
+// an earlier one is still stuck fails at once instead of piling up threads.
 #pragma once
 
 #include <chrono>
@@ -21,16 +18,17 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/system/error_code.hpp>
 
+#include "common/detached_lookup.h"
+
 namespace geogate::tracing {
 
 class BoundedResolver {
  public:
-  using Endpoints = std::vector<boost::asio::ip::tcp::endpoint>;
+  using Endpoints = common::Endpoints;
   /// A blocking lookup; runs on the lookup's own thread.
-  using LookupFn = std::function<boost::system::error_code(const std::string& host, uint16_t port,
-                                                           Endpoints& out)>;
+  using LookupFn = common::LookupFn;
 
-  /// `lookup` defaults to the system resolver (getaddrinfo through Asio).
+  /// `lookup` defaults to the system resolver (common::SystemLookup).
   explicit BoundedResolver(boost::asio::any_io_executor executor, LookupFn lookup = {});
   ~BoundedResolver();
   BoundedResolver(const BoundedResolver&) = delete;
@@ -49,9 +47,6 @@ class BoundedResolver {
   /// still running touches the executor again; every later Resolve() is
   /// aborted.
   void Abandon();
-
-  static boost::system::error_code SystemLookup(const std::string& host, uint16_t port,
-                                                Endpoints& out);
 
  private:
   struct Pending;
