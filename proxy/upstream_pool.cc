@@ -23,7 +23,6 @@ using net::ip::tcp;
 namespace {
 
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
-constexpr auto kDnsTtl = std::chrono::seconds(30);
 
 // A pooled connection is reusable when reading from it would block: no EOF
 // from the backend and no unsolicited bytes.
@@ -104,6 +103,7 @@ void UpstreamPool::Sweep(health::MonotonicTime now, health::Millis idle_timeout)
     else
       ++it;
   }
+  resolver_.Sweep();
 }
 
 void UpstreamPool::Clear() {
@@ -117,50 +117,31 @@ size_t UpstreamPool::idle_count() const {
   return n;
 }
 
-net::awaitable<std::vector<tcp::endpoint>> UpstreamPool::Resolve(const config::Backend& backend,
-                                                                 boost::system::error_code& ec) {
-  boost::system::error_code parse_ec;
-  auto addr = net::ip::make_address(backend.host, parse_ec);
-  if (!parse_ec) co_return std::vector<tcp::endpoint>{tcp::endpoint(addr, backend.port)};
-  health::MonotonicTime now = time_.monotonic();
-  std::string key = backend.host + ":" + std::to_string(backend.port);
-  if (auto it = dns_.find(key); it != dns_.end() && now - it->second.at < kDnsTtl)
-    co_return it->second.endpoints;
-  tcp::resolver resolver(ioc_);
-  auto [rec, results] =
-      co_await resolver.async_resolve(backend.host, std::to_string(backend.port), kUseTuple);
-  if (rec) {
-    ec = rec;
-    co_return std::vector<tcp::endpoint>{};
-  }
-  std::vector<tcp::endpoint> eps;
-  for (const auto& r : results)
-    eps.push_back(r.endpoint());
-  dns_[key] = Resolved{eps, now};
-  co_return eps;
-}
-
 net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backend,
                                                     const SslContextPtr& tls,
                                                     health::Millis timeout) {
   ConnectResult result;
-  boost::system::error_code ec;
-  std::vector<tcp::endpoint> endpoints = co_await Resolve(backend, ec);
-  if (ec || endpoints.empty()) {
-    result.failure = FailureReason::kConnectRefused;
-    result.error = "cannot resolve " + backend.host + ": " + ec.message();
+  // One deadline covers the name lookup, the connect and the TLS
+  // handshake. From the connect on it is the Watchdog's, like every later
+  // wait on this connection, so it runs on the worker's timers (simulated
+  // time in tests), not on the socket's expiry.
+  health::MonotonicTime deadline = time_.monotonic() + timeout;
+  auto [rec, endpoints] = co_await resolver_.Resolve(backend.host, backend.port, deadline);
+  if (rec) {
+    bool late = rec == net::error::timed_out;
+    result.failure = late ? FailureReason::kConnectTimeout : FailureReason::kConnectRefused;
+    result.error = late ? "resolving " + backend.host + " took longer than connect_timeout_ms"
+                        : "cannot resolve " + backend.host + ": " + rec.message();
     co_return result;
   }
+  boost::system::error_code ec;
   auto conn = backend.tls ? std::make_unique<UpstreamConn>(Stream(Stream::Socket(ioc_), *tls))
                           : std::make_unique<UpstreamConn>(Stream(Stream::Socket(ioc_)));
   conn->key = backend.state_key();
-  // One deadline covers the connect and the TLS handshake. It is the
-  // Watchdog's, like every later wait on this connection, so it runs on the
-  // worker's timers (simulated time in tests), not on the socket's expiry.
-  Watchdog deadline(timers_, time_);
-  deadline.Guard(&conn->stream, time_.monotonic() + timeout);
+  Watchdog watchdog(timers_, time_);
+  watchdog.Guard(&conn->stream, deadline);
   auto [cec, ep] = co_await net::async_connect(conn->stream.lowest(), endpoints, kUseTuple);
-  if (cec && deadline.expired()) cec = beast::error::timeout;
+  if (cec && watchdog.expired()) cec = beast::error::timeout;
   if (cec) {
     result.failure = ClassifyConnectError(cec);
     result.error =
@@ -180,7 +161,7 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
   if (backend.tls_verify)
     ssl_stream.set_verify_callback(net::ssl::host_name_verification(backend.host));
   auto [hec] = co_await ssl_stream.async_handshake(net::ssl::stream_base::client, kUseTuple);
-  if (hec && deadline.expired()) hec = beast::error::timeout;
+  if (hec && watchdog.expired()) hec = beast::error::timeout;
   if (hec) {
     result.failure =
         hec == beast::error::timeout ? FailureReason::kConnectTimeout : FailureReason::kTlsError;

@@ -21,6 +21,7 @@
 #include "proxy/stream.h"
 #include "proxy/tls.h"
 #include "proxy/upstream_connector.h"
+#include "proxy/upstream_resolver.h"
 
 namespace geogate::proxy {
 
@@ -31,7 +32,7 @@ class UpstreamPool final : public UpstreamConnector {
  public:
   /// @param timers where connect deadlines come from (the worker's).
   UpstreamPool(net::io_context& ioc, const health::TimeSource& time, health::TimerFactory& timers)
-      : ioc_(ioc), time_(time), timers_(timers) {}
+      : ioc_(ioc), time_(time), timers_(timers), resolver_(ioc.get_executor(), time, timers) {}
   ~UpstreamPool() override;
 
   // UpstreamConnector
@@ -42,30 +43,29 @@ class UpstreamPool final : public UpstreamConnector {
   /// A connection with bytes buffered past its last response is closed
   /// instead of kept.
   void Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle) override;
-  /// Sets TCP_NODELAY. The connect and the TLS handshake share one deadline.
+  /// Sets TCP_NODELAY. Resolving a host name, the connect and the TLS
+  /// handshake share one deadline (`timeout` from now).
   net::awaitable<ConnectResult> Connect(const config::Backend& backend, const SslContextPtr& tls,
                                         health::Millis timeout) override;
 
-  /// Closes idle connections older than `idle_timeout`.
+  /// Closes idle connections older than `idle_timeout`; forgets old DNS
+  /// answers.
   void Sweep(health::MonotonicTime now, health::Millis idle_timeout);
   void Clear();
+  /// Before the io_context goes: host-name lookups still running are
+  /// abandoned (they post nothing back).
+  void Abandon() { resolver_.Abandon(); }
   size_t idle_count() const;
 
  private:
   UpstreamConnPtr TakeIdle(std::string_view key, health::MonotonicTime now,
                            health::Millis idle_timeout);
-  net::awaitable<std::vector<net::ip::tcp::endpoint>> Resolve(const config::Backend& backend,
-                                                              boost::system::error_code& ec);
   net::io_context& ioc_;
-  const health::TimeSource& time_;  // the DNS cache's age, connect deadlines
+  const health::TimeSource& time_;  // connect deadlines
   health::TimerFactory& timers_;
   absl::flat_hash_map<std::string, std::vector<UpstreamConnPtr>> idle_;
   std::string key_scratch_;
-  struct Resolved {
-    std::vector<net::ip::tcp::endpoint> endpoints;
-    health::MonotonicTime at{};
-  };
-  absl::flat_hash_map<std::string, Resolved> dns_;
+  UpstreamResolver resolver_;
 };
 
 }  // namespace geogate::proxy

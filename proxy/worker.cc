@@ -45,6 +45,7 @@ Worker::~Worker() {
   housekeeping_.reset();
   bulk_.Clear();  // relays that never ran: their coroutines end here
   pool_.Clear();
+  pool_.Abandon();  // host-name lookups still running post nothing to the io_context
   ioc_.reset();
 }
 

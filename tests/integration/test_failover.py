@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -309,4 +310,119 @@ class ConnectDeadlineTest(unittest.TestCase):
                                        if r.get("request_id") == "connect-deadline-1"), None), 10)
         self.assertEqual(rec["upstream_error"], "connect_timeout", rec)
         self.assertGreaterEqual(gw.metric("geogate_upstream_errors_total", backend="b1",
+                                          reason="connect_timeout"), 1)
+
+
+class QuietDns:
+    """A name server for the test on 127.0.0.77:53 (UDP): answers A queries
+    for `names` with 127.0.0.1 (AAAA: no address) until silence(), then
+    drops every query, as a stalled DNS server does."""
+
+    ADDRESS = "127.0.0.77"
+
+    def __init__(self, names: set[str]):
+        self.names = {n.lower() for n in names}
+        self.silent = threading.Event()
+        self.stopped = threading.Event()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((self.ADDRESS, 53))
+        self.sock.settimeout(0.1)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+    def _serve(self):
+        while not self.stopped.is_set():
+            try:
+                query, peer = self.sock.recvfrom(512)
+            except socket.timeout:
+                continue
+            if self.silent.is_set() or len(query) < 12:
+                continue
+            # The question: labels up to a zero byte, then type and class.
+            at, labels = 12, []
+            while at < len(query) and query[at] != 0:
+                labels.append(query[at + 1:at + 1 + query[at]].decode(errors="replace"))
+                at += 1 + query[at]
+            question = query[12:at + 5]
+            qtype = int.from_bytes(query[at + 1:at + 3], "big")
+            name = ".".join(labels).lower()
+            known = name in self.names
+            answers = b""
+            if known and qtype == 1:
+                answers = (b"\xc0\x0c" + (1).to_bytes(2, "big") + (1).to_bytes(2, "big") +
+                           (5).to_bytes(4, "big") + (4).to_bytes(2, "big") +
+                           socket.inet_aton("127.0.0.1"))
+            flags = 0x8180 if known else 0x8183  # NOERROR / NXDOMAIN
+            header = (query[:2] + flags.to_bytes(2, "big") + (1).to_bytes(2, "big") +
+                      (1 if answers else 0).to_bytes(2, "big") + bytes(4))
+            self.sock.sendto(header + question + answers, peer)
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"),
+                     "needs root and unshare (a mount namespace for the test's resolv.conf)")
+class StalledDnsTest(unittest.TestCase):
+    def test_a_backend_name_that_no_longer_resolves_costs_connect_timeout_ms(self):
+        """A backend named by host passes its probes while DNS answers; then
+        the name server goes silent. The request that has to look the name
+        up waits connect_timeout_ms, not the system resolver's retries, and
+        fails over to the next backend."""
+        try:
+            dns = QuietDns({"near.geogate.test"})
+        except OSError as e:
+            self.skipTest(f"cannot serve DNS on {QuietDns.ADDRESS}:53: {e}")
+        self.addCleanup(dns.close)
+        work = tempfile.mkdtemp(prefix="geogate-dns-")
+        self.addCleanup(shutil.rmtree, work, True)
+        resolv = os.path.join(work, "resolv.conf")
+        with open(resolv, "w") as f:
+            # One try of 10 s: without a deadline of its own, the lookup
+            # holds the request that long.
+            f.write(f"nameserver {QuietDns.ADDRESS}\noptions timeout:10 attempts:1\n")
+        wrap = ["unshare", "--mount", "--", "sh", "-c",
+                'mount --bind "$0" /etc/resolv.conf && exec "$@"', resolv]
+        check = subprocess.run(wrap + ["getent", "ahostsv4", "near.geogate.test"],
+                               capture_output=True, text=True, timeout=20)
+        if check.returncode != 0 or "127.0.0.1" not in check.stdout:
+            self.skipTest("cannot give a process its own resolv.conf here: "
+                          f"{check.stderr.strip()[-300:]}")
+        near = GpuSim(name="near").start(self)
+        far = GpuSim(name="far").start(self)
+        cfg = GatewayConfig()
+        cfg.gateway["location"] = {"lat": 50.0, "lon": 8.0}
+        cfg.region("r-near", lat=50.0, lon=8.0).region("r-far", lat=-33.9, lon=151.2)
+        # near is preferred (reserved, within the latency window of far).
+        cfg.backend(near, "r-near", name="near", url=f"http://near.geogate.test:{near.port}",
+                    tier="reserved")
+        cfg.backend(far, "r-far", name="far")
+        # Up after one probe; probes keep their connection, so the silence
+        # meets the request path first.
+        cfg.health = {"interval_ms": 1000, "timeout_ms": 300, "healthy_threshold": 1,
+                      "unhealthy_threshold": 10}
+        cfg.upstream = {"connect_timeout_ms": 300}
+        gw = Gateway(cfg)
+        # The gateway sees the test's resolv.conf through a mount namespace
+        # of its own; unshare and sh exec, so the PID stays the gateway's.
+        gw.args = wrap + gw.args
+        gw.start(self)
+        gw.wait_until_ready()
+        gw.wait_backend("near")
+        gw.wait_backend("far")
+        dns.silent.set()
+        started = time.monotonic()
+        status, headers, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                          headers={"x-request-id": "stalled-dns-1"}, timeout=30)
+        elapsed = time.monotonic() - started
+        self.assertEqual(status, 200, body)
+        # Generous: the lookup costs its 300 ms; without a deadline, 10 s.
+        self.assertLess(elapsed, 3.0)
+        rec = wait_until(lambda: next((r for r in gw.access_log()
+                                       if r.get("request_id") == "stalled-dns-1"), None), 10)
+        self.assertEqual(rec["backend"], "far", rec)
+        self.assertEqual(rec["attempts"], 2, rec)
+        self.assertGreaterEqual(gw.metric("geogate_upstream_errors_total", backend="near",
                                           reason="connect_timeout"), 1)
