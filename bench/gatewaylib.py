@@ -71,34 +71,43 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> None:
-    """Until something accepts on 127.0.0.1:`port`; RuntimeError if `proc` exits first."""
+def _wait(ready, proc: subprocess.Popen, timeout: float, who: str, pause: float) -> bool:
+    """Polls `ready()` until it holds (True) or `timeout` passes (False);
+    RuntimeError if `proc` exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited during start-up (status {proc.returncode})")
+            raise RuntimeError(f"{who} exited during start-up (status {proc.returncode})")
+        if ready():
+            return True
+        time.sleep(pause)
+    return False
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Until something accepts on 127.0.0.1:`port`; RuntimeError if `proc` exits first."""
+    def accepts() -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+                return True
         except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout:g} s")
+            return False
+
+    if not _wait(accepts, proc, timeout, proc.args[0], 0.05):
+        raise RuntimeError(f"nothing listens on port {port} after {timeout:g} s")
 
 
 def wait_ready(admin: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     """Until the gateway's /readyz on admin port `admin` answers 200."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the gateway exited during start-up (status {proc.returncode})")
+    def ready() -> bool:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=1) as r:
-                if r.status == 200:
-                    return
+                return r.status == 200
         except OSError:  # refused, or an HTTPError (503: not ready yet)
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"the gateway did not become ready in {timeout:g} s")
+            return False
+
+    if not _wait(ready, proc, timeout, "the gateway", 0.1):
+        raise RuntimeError(f"the gateway did not become ready in {timeout:g} s")
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:

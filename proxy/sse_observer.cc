@@ -258,7 +258,6 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
     out_.append(tail_);
     tail_.clear();
     tail_lost_ = true;  // the client has the start of an event that never ended
-    strip_usage_ = false;
     holding_ = false;
     result = out_;
   }

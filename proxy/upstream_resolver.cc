@@ -23,11 +23,9 @@ struct UpstreamResolver::Waiter {
 };
 
 struct UpstreamResolver::Entry {
-  Endpoints endpoints;  // the last answer
-  bool answered = false;
+  Endpoints endpoints;  // the last answer; empty before the first
   health::MonotonicTime answered_at{};
-  bool failed = false;  // the last lookup failed
-  error_code error;
+  error_code error;  // the last lookup's failure; clear after a success
   health::MonotonicTime failed_at{};
   std::shared_ptr<common::DetachedLookup> lookup;  // while one runs
   std::vector<Waiter*> waiters;
@@ -62,8 +60,8 @@ void UpstreamResolver::Sweep() {
   absl::erase_if(entries_, [&](const auto& kv) {
     const Entry& e = *kv.second;
     if (e.lookup || !e.waiters.empty()) return false;
-    if (e.answered) return now - e.answered_at >= kMaxStale;
-    return !e.failed || now - e.failed_at >= kRetryAfter;
+    if (!e.endpoints.empty()) return now - e.answered_at >= kMaxStale;
+    return !e.error || now - e.failed_at >= kRetryAfter;
   });
 }
 
@@ -78,7 +76,6 @@ void UpstreamResolver::StartLookup(const std::shared_ptr<Entry>& entry, const st
       },
       ec);
   if (!entry->lookup) {  // no thread: a failed lookup
-    entry->failed = true;
     entry->error = ec;
     entry->failed_at = time_.monotonic();
   }
@@ -88,12 +85,10 @@ void UpstreamResolver::Finish(Entry& e, error_code ec, Endpoints endpoints) {
   e.lookup.reset();
   if (!ec && !endpoints.empty()) {
     e.endpoints = std::move(endpoints);
-    e.answered = true;
     e.answered_at = time_.monotonic();
-    e.failed = false;
+    e.error.clear();
   } else {
     // A failure keeps the last answer: it is served until kMaxStale.
-    e.failed = true;
     e.error = ec ? ec : error_code(net::error::host_not_found);
     e.failed_at = time_.monotonic();
   }
@@ -113,9 +108,10 @@ net::awaitable<std::pair<error_code, UpstreamResolver::Endpoints>> UpstreamResol
   if (!slot) slot = std::make_shared<Entry>();
   std::shared_ptr<Entry> e = slot;  // stays while this call waits, even if swept
   health::MonotonicTime now = time_.monotonic();
-  if (e->answered && now - e->answered_at < kTtl) co_return Result{{}, e->endpoints};
-  bool may_start = !e->lookup && !(e->failed && now - e->failed_at < kRetryAfter);
-  if (e->answered && now - e->answered_at < kMaxStale) {
+  bool answered = !e->endpoints.empty();
+  if (answered && now - e->answered_at < kTtl) co_return Result{{}, e->endpoints};
+  bool may_start = !e->lookup && !(e->error && now - e->failed_at < kRetryAfter);
+  if (answered && now - e->answered_at < kMaxStale) {
     // Stale: served at once while a new lookup runs in the background.
     if (may_start) StartLookup(e, host, port);
     co_return Result{{}, e->endpoints};
@@ -138,7 +134,7 @@ net::awaitable<std::pair<error_code, UpstreamResolver::Endpoints>> UpstreamResol
   timer->enable(std::chrono::ceil<health::Millis>(deadline - now));
   co_await w.signal.async_wait(net::as_tuple(net::use_awaitable));
   if (abandoned_) co_return Result{net::error::operation_aborted, {}};
-  if (e->answered && time_.monotonic() - e->answered_at < kMaxStale)
+  if (!e->endpoints.empty() && time_.monotonic() - e->answered_at < kMaxStale)
     co_return Result{{}, e->endpoints};
   if (w.timed_out || e->lookup) co_return Result{net::error::timed_out, {}};
   co_return Result{e->error, {}};
