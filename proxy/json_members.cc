@@ -196,4 +196,88 @@ JsonTopLevel ReadJsonMembers(std::string_view text, std::span<const JsonMemberPa
   return parser.handler().top();
 }
 
+namespace {
+
+bool IsJsonSpace(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+// The position of the quote that opens the string whose closing quote is at
+// `close`, or npos: the nearest quote before it that is not escaped (not
+// preceded by an odd number of backslashes).
+size_t StringStart(std::string_view text, size_t close) {
+  size_t i = close;
+  while (i > 0) {
+    i = text.rfind('"', i - 1);
+    if (i == std::string_view::npos) return i;
+    size_t slashes = 0;
+    while (slashes < i && text[i - 1 - slashes] == '\\')
+      ++slashes;
+    if (slashes % 2 == 0) return i;
+  }
+  return std::string_view::npos;
+}
+
+std::string_view TrimJsonSpace(std::string_view v) {
+  while (!v.empty() && IsJsonSpace(v.front()))
+    v.remove_prefix(1);
+  while (!v.empty() && IsJsonSpace(v.back()))
+    v.remove_suffix(1);
+  return v;
+}
+
+}  // namespace
+
+std::optional<std::string_view> LastTopLevelMember(std::string_view text, std::string_view key) {
+  size_t first = 0;
+  while (first < text.size() && IsJsonSpace(text[first]))
+    ++first;
+  if (first == text.size() || text[first] != '{') return std::nullopt;
+  size_t i = text.size();
+  while (i > 0 && IsJsonSpace(text[i - 1]))
+    --i;
+  if (i == first + 1 || text[i - 1] != '}') return std::nullopt;
+  size_t value_end = --i;  // the top-level object's '}': the last member's value ends there
+  size_t colon = std::string_view::npos;  // of the member being walked, once passed
+  int depth = 0;                          // of containers inside the top-level object
+  while (i > 0) {
+    char c = text[--i];
+    switch (c) {
+      case '"': {
+        size_t open = StringStart(text, i);
+        if (open == std::string_view::npos) return std::nullopt;
+        if (depth == 0 && colon != std::string_view::npos) {
+          // The member's key: the string before its colon.
+          if (text.substr(open + 1, i - open - 1) == key)
+            return TrimJsonSpace(text.substr(colon + 1, value_end - colon - 1));
+          colon = std::string_view::npos;
+        }
+        i = open;
+        break;
+      }
+      case '}':
+      case ']':
+        ++depth;
+        break;
+      case '{':
+      case '[':
+        if (depth == 0) return std::nullopt;  // the top-level object's start
+        --depth;
+        break;
+      case ':':
+        if (depth == 0) colon = i;
+        break;
+      case ',':
+        if (depth == 0) {
+          value_end = i;
+          colon = std::string_view::npos;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace geogate::proxy

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,5 +56,18 @@ enum class JsonTopLevel { kInvalid, kNotObject, kObject };
 JsonTopLevel ReadJsonMembers(std::string_view text, std::span<const JsonMemberPath> paths,
                              absl::FunctionRef<void(size_t, const JsonMemberValue&)> on_member,
                              boost::system::error_code& ec);
+
+/// The raw text of the value of the top-level object's last member named
+/// `key`, found by scanning `text` back from its end, for a member that
+/// sits near the end of a large object (a non-streamed answer's `usage`,
+/// after its choices): only the members after it are walked, and nothing
+/// is parsed or validated, the caller parses the value it gets. The last
+/// member of that name is the one a parsed document keeps. Keys are
+/// compared as written (a key spelled with escapes does not match).
+/// @return nullopt when `text` does not begin and end as an object (but
+///         for whitespace), the object has no such member, or the scan
+///         meets its start first; the value without surrounding whitespace
+///         otherwise.
+std::optional<std::string_view> LastTopLevelMember(std::string_view text, std::string_view key);
 
 }  // namespace geogate::proxy

@@ -56,8 +56,10 @@ std::string_view DataOf(std::string_view event, std::string& scratch) {
 // usage member (a repeated one replaces the earlier).
 constexpr JsonMemberPath kChatUsage[] = {
     {"usage", "prompt_tokens"}, {"usage", "completion_tokens"}, {"", "usage"}};
-constexpr JsonMemberPath kResponsesUsage[] = {
-    {"usage", "input_tokens"}, {"usage", "output_tokens"}, {"", "usage"}};
+// A non-streamed answer's usage object itself (found from the end of the
+// answer, LastTopLevelMember): its two counts.
+constexpr JsonMemberPath kChatUsageObject[] = {{"", "prompt_tokens"}, {"", "completion_tokens"}};
+constexpr JsonMemberPath kResponsesUsageObject[] = {{"", "input_tokens"}, {"", "output_tokens"}};
 // In a stream, usage is in the Response object of the final event.
 constexpr JsonMemberPath kResponsesEventUsage[] = {{"usage", "input_tokens", "response"},
                                                    {"usage", "output_tokens", "response"},
@@ -94,7 +96,7 @@ void SseObserver::ParseUsage(std::string_view text, std::span<const JsonMemberPa
   JsonTopLevel top = ReadJsonMembers(
       text, paths,
       [&](size_t i, const JsonMemberValue& v) {
-        if (i == 2) {  // a repeated usage member replaces the earlier one
+        if (i == 2) {  // paths[2], when given: a repeated usage member replaces the earlier one
           found[0] = found[1] = -1;
           return;
         }
@@ -266,10 +268,16 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
 
 std::string_view SseObserver::Finish(Clock::time_point now) {
   if (!sse_) {
-    if (!json_overflow_ && !json_body_.empty())
-      ParseUsage(json_body_, api_ == Api::kResponses
-                                 ? std::span<const JsonMemberPath>(kResponsesUsage)
-                                 : std::span<const JsonMemberPath>(kChatUsage));
+    // The usage member comes after the choices: only it is parsed, found
+    // from the end of the answer (a whole parse of the answer was a tenth
+    // of a small request's instructions). An answer cut short, or whose
+    // usage is not an object, counts nothing.
+    std::optional<std::string_view> usage;
+    if (!json_overflow_) usage = LastTopLevelMember(json_body_, "usage");
+    if (usage)
+      ParseUsage(*usage, api_ == Api::kResponses
+                             ? std::span<const JsonMemberPath>(kResponsesUsageObject)
+                             : std::span<const JsonMemberPath>(kChatUsageObject));
     json_body_.clear();
     return {};
   }

@@ -84,7 +84,7 @@ class SseObserver {
   bool OnEvent(std::string_view event, Clock::time_point now,
                size_t line_end = std::string_view::npos);
   /// Reads usage from `json`: paths[0] the prompt count, paths[1] the
-  /// completion count, paths[2] the usage member itself.
+  /// completion count, paths[2] (if given) the usage member itself.
   void ParseUsage(std::string_view json, std::span<const JsonMemberPath> paths);
   /// A Responses API event: its type, then a delta or the final usage.
   void OnResponsesEvent(std::string_view event, std::string_view data, Clock::time_point now);

@@ -1,7 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
+
+#include <boost/json.hpp>
 
 #include "proxy/json_members.h"
 
@@ -135,4 +141,90 @@ TEST_CASE("json members: a path within a top-level member reaches the third leve
                 R"("other":{"usage":[{"input_tokens":2}]}})",
                 {{"usage", "input_tokens", "response"}, {"usage", "input_tokens", "other"}});
   CHECK(a.seen.empty());
+}
+
+TEST_CASE("last top-level member: found from the end, at the top level only", "[json]") {
+  auto usage = [](std::string_view text) { return LastTopLevelMember(text, "usage"); };
+  // After the choices, or before other members; whitespace around it goes.
+  CHECK(usage(R"({"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":1}})") ==
+        R"({"prompt_tokens":1})");
+  CHECK(usage(R"({"usage" : { "a" : 1 } , "model":"m","n":[1,{"b":2}]}  )"
+              "\n") == R"({ "a" : 1 })");
+  CHECK(usage(R"({"usage":null})") == "null");
+  // Nested members of the name, in objects and arrays, are not it.
+  CHECK(usage(R"({"x":{"usage":1},"y":[{"usage":2}]})") == std::nullopt);
+  CHECK(usage(R"({"usage":3,"x":{"usage":1},"y":[{"usage":2}]})") == "3");
+  // Strings that look like members, with escaped quotes and braces in them.
+  CHECK(usage(R"({"usage":4,"s":"\",\"usage\":5}\\","t":"{[\"usage\":6"})") == "4");
+  CHECK(usage(R"({"s":"\\","usage":7})") == "7");
+  CHECK(usage(R"({"usage":"usage","k":"usage"})") == R"("usage")");
+  // The last one, as a parsed document keeps it.
+  CHECK(usage(R"({"usage":1,"usage":2})") == "2");
+  // Not an object's end: cut short, not JSON, no such member, an unterminated string.
+  CHECK(usage(R"({"usage":{"prompt_tokens":4},"choices":[)") == std::nullopt);
+  CHECK(usage(R"([{"usage":1}])") == std::nullopt);
+  CHECK(usage("") == std::nullopt);
+  CHECK(usage("   }") == std::nullopt);
+  CHECK(usage(R"({"usages":1,"usag":2})") == std::nullopt);
+  CHECK(usage(R"(x"usage":1})") == std::nullopt);
+  CHECK(usage(R"("usage":1})") == std::nullopt);
+}
+
+TEST_CASE("last top-level member agrees with a parsed document", "[json]") {
+  // Random answers with usage members at the top and nested, keys and
+  // strings full of quotes, backslashes and brackets: the member found from
+  // the end is the document's.
+  std::mt19937 rng(20261205);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  static const char* kPieces[] = {"usage", "\\\"", "\\\\", "{",   "}", "[",      "]",
+                                  ":",     ",",    " ",    "\\n", "x", "\\u0022"};
+  auto str = [&] {
+    std::string s = "\"";
+    for (int n = pick(6); n > 0; --n)
+      s += kPieces[pick(std::size(kPieces))];
+    return s + "\"";
+  };
+  std::function<std::string(int)> value = [&](int depth) -> std::string {
+    int kind = pick(depth > 2 ? 3 : 5);
+    if (kind == 0) return std::to_string(pick(1000));
+    if (kind == 1) return str();
+    if (kind == 2) return pick(2) ? "null" : "true";
+    std::string out;
+    if (kind == 3) {
+      out = "[";
+      for (int n = pick(4); n > 0; --n)
+        out += value(depth + 1) + (n > 1 ? "," : "");
+      return out + "]";
+    }
+    out = "{";
+    for (int n = pick(4); n > 0; --n) {
+      out += (pick(3) == 0 ? std::string("\"usage\"") : str()) + (pick(2) ? ":" : " : ");
+      out += value(depth + 1) + (n > 1 ? "," : "");
+    }
+    return out + "}";
+  };
+  int with_usage = 0;
+  for (int round = 0; round < 2000; ++round) {
+    // Distinct top-level keys (a document keeps one of each), usage among them or not.
+    std::vector<std::string> keys = {"\"choices\"", "\"model\"", "\"x\\\"usage\""};
+    if (pick(4) != 0) keys.push_back("\"usage\"");
+    std::shuffle(keys.begin(), keys.end(), rng);
+    std::string text = "{";
+    for (size_t k = 0; k < keys.size(); ++k)
+      text += (k ? "," : "") + keys[k] + ":" + value(1);
+    text += pick(2) ? "}" : "} \n";
+    boost::system::error_code ec;
+    boost::json::value doc = boost::json::parse(text, ec);
+    REQUIRE_FALSE(ec);
+    const boost::json::value* want = doc.as_object().if_contains("usage");
+    std::optional<std::string_view> got = LastTopLevelMember(text, "usage");
+    INFO(text);
+    REQUIRE(got.has_value() == (want != nullptr));
+    if (!want) continue;
+    ++with_usage;
+    boost::json::value parsed = boost::json::parse(*got, ec);
+    REQUIRE_FALSE(ec);
+    CHECK(parsed == *want);
+  }
+  CHECK(with_usage > 1000);
 }

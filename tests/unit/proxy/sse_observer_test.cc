@@ -147,7 +147,8 @@ TEST_CASE("non-SSE JSON bodies: usage read at the end, bytes untouched", "[sse]"
   CHECK_FALSE(o.estimated());
 }
 
-TEST_CASE("non-SSE JSON bodies: only the top-level usage counts, and only in valid JSON", "[sse]") {
+TEST_CASE("non-SSE JSON bodies: only the top-level usage counts, from an answer that ends",
+          "[sse]") {
   SseObserver nested(false, false);
   Run(nested, {R"({"choices":[{"usage":{"prompt_tokens":1}}],"meta":{"usage":{"prompt_tokens":2}},)"
                R"("usage":{"completion_tokens":5}})"});
@@ -165,6 +166,25 @@ TEST_CASE("non-SSE JSON bodies: only the top-level usage counts, and only in val
   Run(broken, {R"({"usage":{"prompt_tokens":4,"completion_tokens":9},"choices":[)"});
   CHECK_FALSE(broken.usage_seen());
   CHECK(broken.prompt_tokens() != 4);
+
+  // Only the usage member is parsed (found from the end): what comes
+  // before it is forwarded, not validated; the usage object itself must be.
+  SseObserver rest(false, false);
+  Run(rest, {R"({"choices":[1,,],"usage":{"prompt_tokens":4,"completion_tokens":9}})"});
+  CHECK(rest.prompt_tokens() == 4);
+  CHECK(rest.completion_tokens() == 9);
+  SseObserver bad_usage(false, false);
+  Run(bad_usage, {R"({"usage":{"prompt_tokens":4,"completion_tokens":}})"});
+  CHECK_FALSE(bad_usage.usage_seen());
+  SseObserver null_usage(false, false);
+  Run(null_usage, {R"({"usage":null})"});
+  CHECK_FALSE(null_usage.usage_seen());
+  // Responses API answers: input and output tokens, after the output.
+  SseObserver responses(false, false, SseObserver::Api::kResponses);
+  Run(responses, {R"({"output":[{"content":[{"text":"\"usage\":{"}]}],)",
+                  R"("usage":{"input_tokens":7,"output_tokens":3,"total_tokens":10}})"});
+  CHECK(responses.prompt_tokens() == 7);
+  CHECK(responses.completion_tokens() == 3);
 }
 
 TEST_CASE("an error event from a backend is not a token", "[sse]") {
