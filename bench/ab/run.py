@@ -27,7 +27,12 @@ streams, each spread over `--conns` keep-alive connections that each send
 their next request when the last answer is in, against gpusim with no
 delays, one worker; phase `burst` is `--streams` more 64-token streams
 from geogate-responder, each in one write (the client asks for the usage
-chunk, as the wrk tool's burst row does). Counting instructions and syscalls, not time, makes the
+chunk, as the wrk tool's burst row does); phase `tls` is `--tls-conns` new TLS
+1.3 connections to the gateway's TLS listener, one small POST each
+(Connection: close), each resuming the session of the one before it on
+its client thread, as wrk --close does (it keeps its session through
+SSL_clear): the cost of a resumed handshake, the row "new TLS
+connections" of bench/compare. Counting instructions and syscalls, not time, makes the
 figures independent of how loaded the machine is; the upstream's speed
 does not enter them (only the gateway process is counted). Both phases
 follow a warm-up, so start-up and first-touch costs are left out.
@@ -63,7 +68,10 @@ import re
 import statistics
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -79,13 +87,26 @@ from gatewaylib import free_port, gateway_config, stop, wait_port  # noqa: E402 
 SSE_TOKENS = 64
 #: Seconds a process may take until it listens (under callgrind, a while).
 START_S = 120
+#: Client threads of the tls phase, each with its own session to resume.
+TLS_THREADS = 8
 
 
-def config(port: int, admin: int, backends: dict[str, int]) -> str:
+def config(port: int, admin: int, backends: dict[str, int],
+           tls: tuple[int, str, str] | None = None) -> str:
     # Probes run on their own clock: rare, so that a slower variant does not
     # pay for more of them.
-    return gateway_config("ab", port, admin, backends, upstream={"drain_delay_ms": 0},
+    return gateway_config("ab", port, admin, backends, upstream={"drain_delay_ms": 0}, tls=tls,
                           health={"interval_ms": 2000, "changing_interval_ms": 20, "healthy_threshold": 1})
+
+
+def tls_files(work: str) -> tuple[str, str]:
+    """A self-signed P-256 certificate and key in `work` (made once)."""
+    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+    if not os.path.exists(cert):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "2", "-subj", "/CN=localhost"], check=True, capture_output=True)
+    return cert, key
 
 
 def build_dir(variant: str) -> str:
@@ -185,6 +206,47 @@ def drive(port: int, model: str, stream: bool, total: int, conns: int) -> None:
     asyncio.run(run())
 
 
+def tls_conns(port: int, total: int, threads: int) -> int:
+    """`total` new TLS 1.3 connections with one POST each, over `threads`
+    client threads that each resume their previous session; returns how many
+    handshakes resumed one."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    payload = body("fast", False)
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: ab\r\nContent-Type: application/json\r\n"
+            f"Connection: close\r\nContent-Length: {len(payload)}\r\n\r\n").encode()
+    resumed, errors = [0], []
+
+    def one_thread(count: int) -> None:
+        session = None
+        try:
+            for _ in range(count):
+                with socket.create_connection(("127.0.0.1", port), timeout=60) as raw:
+                    with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
+                        s.sendall(head + payload)
+                        answer = b""
+                        while chunk := s.recv(65536):  # the gateway closes after the answer
+                            answer += chunk
+                        if not answer.startswith(b"HTTP/1.1 200"):
+                            raise RuntimeError(f"unexpected answer: {answer[:100]!r}")
+                        resumed[0] += s.session_reused
+                        session = s.session  # the ticket came with the answer
+        except (OSError, RuntimeError) as e:
+            errors.append(e)
+
+    per = [total // threads + (1 if i < total % threads else 0) for i in range(threads)]
+    ts = [threading.Thread(target=one_thread, args=(n,)) for n in per if n]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise RuntimeError(f"TLS client: {errors[0]}")
+    return resumed[0]
+
+
 # ---------------------------------------------------------------------------
 # measuring
 
@@ -236,7 +298,7 @@ def strace_total(path: str) -> int:
 
 
 def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
-    port, admin, up_fast, up_sse, up_burst = (free_port() for _ in range(5))
+    port, admin, up_fast, up_sse, up_burst, tls_port = (free_port() for _ in range(6))
     responder = os.path.join(build_dir("base"), "bench", "responder", "geogate-responder")
     sims = [subprocess.Popen([gpusim, "--listen", f"127.0.0.1:{p}", "--name", name, "--threads", "1",
                               "--rtt-ms", "0", "--idle-timeout-ms", "600000", "--models", name,
@@ -250,7 +312,8 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
     d = tempfile.mkdtemp(dir=work, prefix=f"{variant}-{tool}-")
     conf = os.path.join(d, "geogate.toml")
     with open(conf, "w") as f:
-        f.write(config(port, admin, {"fast": up_fast, "sse": up_sse, "burst": up_burst}))
+        f.write(config(port, admin, {"fast": up_fast, "sse": up_sse, "burst": up_burst},
+                       (tls_port, *tls_files(work))))
     gw = [gateway_binary(variant), "--config", conf]
     if tool == "callgrind":
         gw = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
@@ -267,14 +330,24 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
         drive(port, "fast", False, args.conns * 4, args.conns)
         drive(port, "sse", True, args.conns * 2, args.conns)
         drive(port, "burst", True, args.conns * 2, args.conns)
+        if "tls" in args.phases.split(","):
+            tls_conns(tls_port, TLS_THREADS * 4, TLS_THREADS)
         for phase, model, stream, n in (("post", "fast", False, args.posts),
                                         ("sse", "sse", True, args.streams),
-                                        ("burst", "burst", True, args.streams)):
+                                        ("burst", "burst", True, args.streams),
+                                        ("tls", "fast", False, args.tls_conns)):
             if phase not in args.phases.split(","):
                 continue
+
+            def work_phase() -> None:
+                if phase != "tls":
+                    return drive(port, model, stream, n, args.conns)
+                resumed = tls_conns(tls_port, n, TLS_THREADS)
+                if resumed < n * 0.95:  # the figure would mix in full handshakes
+                    raise RuntimeError(f"only {resumed} of {n} TLS handshakes resumed a session")
             if tool == "callgrind":
                 callgrind_control("-z", str(proc.pid))
-                drive(port, model, stream, n, args.conns)
+                work_phase()
                 for f in os.listdir(d):
                     if f.startswith("cg.out."):
                         os.remove(os.path.join(d, f))
@@ -285,7 +358,7 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
             else:
                 out = os.path.join(d, f"strace-{phase}.txt")
                 st = strace_attach(proc.pid, out)
-                drive(port, model, stream, n, args.conns)
+                work_phase()
                 st.send_signal(signal.SIGINT)
                 st.wait(timeout=30)
                 rows[phase] = {"syscalls": strace_total(out) / n}
@@ -475,11 +548,13 @@ def main() -> int:
     ap.add_argument("--posts", type=int, default=2000)
     ap.add_argument("--streams", type=int, default=500)
     ap.add_argument("--conns", type=int, default=64)
+    ap.add_argument("--tls-conns", type=int, default=400, help="tls phase: new TLS connections")
     ap.add_argument("--rounds", type=int, default=3, help="wrk tool: rounds, the variants interleaved")
     ap.add_argument("--duration", type=int, default=10, help="wrk tool: seconds per run")
     ap.add_argument("--phases", default="post,sse,burst",
                     help="callgrind and strace: phases (post, sse; burst: the sse phase's streams "
-                    "from geogate-responder in one write, the client asking for usage too)")
+                    "from geogate-responder in one write, the client asking for usage too; tls: "
+                    "new TLS connections that resume a session, not run by default)")
     ap.add_argument("--wrk-rows", default="post,burst",
                     help="wrk tool: rows (post, burst; ROW:N for N connections instead of --wrk-conns)")
     ap.add_argument("--wrk-conns", type=int, default=64, help="wrk tool: connections")
