@@ -232,6 +232,7 @@ class ProxyCall {
   net::awaitable<bool> Select(routing::Decision& decision);
   void BuildUpstreamRequest();
   void BuildAttemptHead(const config::Backend& b);
+  void ReleaseRequestCopies();
   net::awaitable<AttemptResult> Attempt(size_t backend, Clock::time_point deadline);
   AttemptResult ExchangeFailed(boost::system::error_code ec);
   net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn, ResponseParser& parser,
@@ -419,6 +420,16 @@ void ProxyCall::BuildAttemptHead(const config::Backend& b) {
     fields.set(http::field::content_length, std::string_view(num, end - num));
   }
   up_head_ += "\r\n";
+}
+
+// What the attempts sent (the request's head, forwarded fields and body)
+// goes back to the block cache once one attempt is committed, rather than
+// living as long as the stream.
+void ProxyCall::ReleaseRequestCopies() {
+  for (common::PooledString* s : {&up_head_, &up_fields_, &up_body_}) {
+    s->clear();
+    s->shrink_to_fit();
+  }
 }
 
 net::awaitable<bool> ProxyCall::Run(common::PooledPtr<ProxyCall> /*self*/) {
@@ -619,6 +630,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   const config::Backend& b = ctx_.cfg.backends[backend];
   AttemptResult r;
   r.committed = true;
+  ReleaseRequestCopies();  // sent, and no other attempt will send them again
   auto& upstream_head = parser.get();
   bool client_http11 = ctx_.req.version() >= 11;
   bool sse = upstream_head[http::field::content_type].starts_with("text/event-stream");
@@ -642,6 +654,10 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       ctx_.responses_api() ? SseObserver::Api::kResponses : SseObserver::Api::kChat);
   ResponseHead head(upstream_head.result_int(), upstream_head.reason(), ctx_.req.version());
   AddClientHeaders(upstream_head.base(), b, head);
+  // The client's head has what it needs of the backend's, which is not
+  // read again: its fields (an allocation each) go now, not when a stream
+  // that holds the parser for minutes ends.
+  upstream_head.base().clear();
   head.SetFraming(length, chunked, keep_alive);
   if (sse) shared_.active_streams.fetch_add(1, std::memory_order_relaxed);
   struct StreamCount {
@@ -666,6 +682,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     if (!written) co_return ClientLeft(backend, observer);
     got = 0;
     last_head = nullptr;
+    head.Release();  // written: its block goes back for the rest of the stream
   }
 
   while (!parser.is_done()) {

@@ -34,6 +34,11 @@ class ResponseHead {
   void SetFraming(std::optional<uint64_t> length, bool chunked, bool keep_alive);
   /// The serialised head, ending with the blank line.
   std::string_view text() const { return text_; }
+  /// Frees the text once it is written (text() is then empty).
+  void Release() {
+    text_.clear();
+    text_.shrink_to_fit();
+  }
 
  private:
   unsigned version_;
