@@ -65,6 +65,18 @@ def gateway_config(edge: str, port: int, admin: int, backends: dict[str, int], *
 # processes
 
 
+def self_signed_cert(directory: str) -> tuple[str, str]:
+    """A self-signed EC P-256 certificate for localhost/127.0.0.1 in
+    `directory`: (cert.pem, key.pem)."""
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

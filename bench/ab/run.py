@@ -71,9 +71,9 @@ import signal
 import socket
 import ssl
 import subprocess
-import threading
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -83,7 +83,7 @@ CMAKE_VARIANTS = {"IO_URING": ["-DCMAKE_CXX_FLAGS=-DBOOST_ASIO_HAS_IO_URING -DBO
                                "-DCMAKE_CXX_STANDARD_LIBRARIES=-luring"]}
 WRK_DIR = os.path.join(ROOT, "bench", "wrk")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from gatewaylib import free_port, gateway_config, stop, wait_port  # noqa: E402  bench/gatewaylib.py
+from gatewaylib import free_port, gateway_config, self_signed_cert, stop, wait_port  # noqa: E402  bench/gatewaylib.py
 SSE_TOKENS = 64
 #: Seconds a process may take until it listens (under callgrind, a while).
 START_S = 120
@@ -97,16 +97,6 @@ def config(port: int, admin: int, backends: dict[str, int],
     # pay for more of them.
     return gateway_config("ab", port, admin, backends, upstream={"drain_delay_ms": 0}, tls=tls,
                           health={"interval_ms": 2000, "changing_interval_ms": 20, "healthy_threshold": 1})
-
-
-def tls_files(work: str) -> tuple[str, str]:
-    """A self-signed P-256 certificate and key in `work` (made once)."""
-    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
-    if not os.path.exists(cert):
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
-                        "-days", "2", "-subj", "/CN=localhost"], check=True, capture_output=True)
-    return cert, key
 
 
 def build_dir(variant: str) -> str:
@@ -199,10 +189,14 @@ async def one_conn(port: int, model: str, stream: bool, count: int) -> None:
     writer.close()
 
 
+def spread(total: int, parts: int) -> list[int]:
+    """`total` requests over `parts` clients, as evenly as they go (none empty)."""
+    return [n for n in (total // parts + (1 if i < total % parts else 0) for i in range(parts)) if n]
+
+
 def drive(port: int, model: str, stream: bool, total: int, conns: int) -> None:
     async def run():
-        per = [total // conns + (1 if i < total % conns else 0) for i in range(conns)]
-        await asyncio.gather(*(one_conn(port, model, stream, n) for n in per if n))
+        await asyncio.gather(*(one_conn(port, model, stream, n) for n in spread(total, conns)))
     asyncio.run(run())
 
 
@@ -236,8 +230,7 @@ def tls_conns(port: int, total: int, threads: int) -> int:
         except (OSError, RuntimeError) as e:
             errors.append(e)
 
-    per = [total // threads + (1 if i < total % threads else 0) for i in range(threads)]
-    ts = [threading.Thread(target=one_thread, args=(n,)) for n in per if n]
+    ts = [threading.Thread(target=one_thread, args=(n,)) for n in spread(total, threads)]
     for t in ts:
         t.start()
     for t in ts:
@@ -297,7 +290,7 @@ def strace_total(path: str) -> int:
     raise RuntimeError(f"no total in {path}")
 
 
-def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
+def measure(variant: str, tool: str, args, gpusim: str, work: str, tls: tuple[str, str]) -> dict:
     port, admin, up_fast, up_sse, up_burst, tls_port = (free_port() for _ in range(6))
     responder = os.path.join(build_dir("base"), "bench", "responder", "geogate-responder")
     sims = [subprocess.Popen([gpusim, "--listen", f"127.0.0.1:{p}", "--name", name, "--threads", "1",
@@ -313,7 +306,7 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
     conf = os.path.join(d, "geogate.toml")
     with open(conf, "w") as f:
         f.write(config(port, admin, {"fast": up_fast, "sse": up_sse, "burst": up_burst},
-                       (tls_port, *tls_files(work))))
+                       (tls_port, *tls)))
     gw = [gateway_binary(variant), "--config", conf]
     if tool == "callgrind":
         gw = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
@@ -343,7 +336,9 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str) -> dict:
                 if phase != "tls":
                     return drive(port, model, stream, n, args.conns)
                 resumed = tls_conns(tls_port, n, TLS_THREADS)
-                if resumed < n * 0.95:  # the figure would mix in full handshakes
+                # Each client thread's first handshake is a full one; any
+                # other would mix full handshakes into the figure.
+                if resumed < n - len(spread(n, TLS_THREADS)):
                     raise RuntimeError(f"only {resumed} of {n} TLS handshakes resumed a session")
             if tool == "callgrind":
                 callgrind_control("-z", str(proc.pid))
@@ -582,6 +577,7 @@ def main() -> int:
             build(v)
     gpusim = os.path.join(build_dir("base"), "bench", "gpusim", "geogate-gpusim")
     work = tempfile.mkdtemp(prefix="geogate-ab-")
+    tls = self_signed_cert(work)  # the tls phase's listener, one for every variant
     results = {}
     tools = args.tools.split(",")
     counting = [t for t in tools if t != "wrk"]
@@ -589,7 +585,7 @@ def main() -> int:
         for v in variants:
             results[v] = {p: {} for p in args.phases.split(",")}
             for tool in counting:
-                for phase, figs in measure(v, tool, args, gpusim, work).items():
+                for phase, figs in measure(v, tool, args, gpusim, work, tls).items():
                     results[v][phase].update(figs)
                 print(f"{v} {tool}: {results[v]}", file=sys.stderr, flush=True)
     wrk = wrk_rounds(variants, args, work) if "wrk" in tools else None

@@ -162,12 +162,8 @@ def wait_port(port: int, proc: Proc, timeout: float = 20.0) -> None:
 
 def make_tls(directory: str) -> tuple[str, str, str]:
     """A self-signed EC P-256 certificate for localhost/127.0.0.1: (cert, key, bundle)."""
-    cert, key, bundle = (os.path.join(directory, n) for n in ("cert.pem", "key.pem", "bundle.pem"))
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
-                    "-days", "2", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
+    cert, key = gatewaylib.self_signed_cert(directory)
+    bundle = os.path.join(directory, "bundle.pem")
     with open(bundle, "w") as out:
         out.write(open(cert).read() + open(key).read())
     return cert, key, bundle

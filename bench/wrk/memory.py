@@ -35,7 +35,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from gatewaylib import free_port, gateway_config, raise_nofile, stop, wait_port, wait_ready  # noqa: E402
+from gatewaylib import (free_port, gateway_config, raise_nofile, self_signed_cert, stop,  # noqa: E402
+                        wait_port, wait_ready)
 
 
 # mode: (hold.py --mode, model, TLS)
@@ -152,10 +153,7 @@ def main() -> int:
     run_dir = tempfile.mkdtemp(prefix="geogate-mem-")
     if args.heaptrack:
         os.makedirs(args.heaptrack, exist_ok=True)
-    cert, key = os.path.join(run_dir, "cert.pem"), os.path.join(run_dir, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
-                    "-days", "2", "-subj", "/CN=localhost"], check=True, capture_output=True)
+    cert, key = self_signed_cert(run_dir)
     ups, sims = {}, []
     try:
         for name, flags in (("fast", ["--token-interval-ms", "0", "--tokens", "16"]),
