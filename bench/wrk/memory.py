@@ -52,13 +52,46 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-def gateway_pid(proc: subprocess.Popen, heaptrack: bool) -> int:
-    """The gateway's own PID (heaptrack runs it as its child)."""
+def gateway_pid(proc: subprocess.Popen, binary: str, heaptrack: bool) -> int:
+    """The gateway's own PID. Under heaptrack it is a child of the heaptrack
+    script, beside the script's interpreter pipeline (started first): the
+    child whose executable is the gateway binary."""
     if not heaptrack:
         return proc.pid
-    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-        kids = [int(c) for c in f.read().split()]
-    return kids[0] if kids else proc.pid
+    want = os.path.realpath(binary)
+    for _ in range(100):
+        for tid in os.listdir(f"/proc/{proc.pid}/task"):
+            with open(f"/proc/{proc.pid}/task/{tid}/children") as f:
+                for kid in (int(c) for c in f.read().split()):
+                    try:
+                        if os.path.realpath(f"/proc/{kid}/exe") == want:
+                            return kid
+                    except OSError:
+                        pass
+        time.sleep(0.1)
+    raise RuntimeError(f"no {binary} under heaptrack (PID {proc.pid})")
+
+
+def stop_under_heaptrack(proc: subprocess.Popen, pid: int) -> None:
+    """SIGTERM to the gateway itself (it writes heaptrack's data as it exits),
+    wait until that PID is gone (SIGKILL after 120 s), then for the script."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + 120
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break  # exited; the script reaps it
+        time.sleep(0.2)
+    else:
+        if os.path.exists(f"/proc/{pid}"):
+            os.kill(pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def one_row(args, binary: str, mode: str, count: int, ups: dict, run_dir: str, tls: tuple,
@@ -78,10 +111,11 @@ def one_row(args, binary: str, mode: str, count: int, ups: dict, run_dir: str, t
     log = open(os.path.join(gw_dir, "geogate.log"), "wb")
     proc = subprocess.Popen(cmd, cwd=gw_dir, stdin=subprocess.DEVNULL, stdout=log,
                             stderr=subprocess.STDOUT)
+    pid = None
     try:
         wait_ready(admin, proc, 120 if heaptrack_out else 30)
         time.sleep(0.5)
-        pid = gateway_pid(proc, bool(heaptrack_out))
+        pid = gateway_pid(proc, binary, bool(heaptrack_out))
         before = rss_kib(pid)
         hold = [sys.executable, os.path.join(HERE, "hold.py"), "--port",
                 str(port_tls if use_tls else port), "--count", str(count), "--mode", hold_mode,
@@ -114,12 +148,13 @@ def one_row(args, binary: str, mode: str, count: int, ups: dict, run_dir: str, t
                 "kib_per_conn": (after - before) / ok}
     finally:
         if heaptrack_out and proc.poll() is None:
-            # The gateway, not the heaptrack script: it writes its data at exit.
-            try:
-                os.kill(gateway_pid(proc, True), signal.SIGTERM)
-                proc.wait(timeout=120)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+            if pid is None:  # failed before it was found
+                try:
+                    pid = gateway_pid(proc, binary, True)
+                except (OSError, RuntimeError):
+                    pass
+            if pid is not None:
+                stop_under_heaptrack(proc, pid)
         stop(proc)
         log.close()
 
