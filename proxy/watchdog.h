@@ -16,8 +16,10 @@
 //
 // It is the one deadline mechanism of a client connection (its head, body,
 // writes, TLS handshake and shutdown, idle keep-alive) and of the upstream
-// connection serving it. Its timer comes from a health::TimerFactory, so in
-// tests simulated time fires every deadline.
+// connection serving it. Its timer comes from a health::TimerFactory: in a
+// worker, an entry of the worker's health::TimerQueue (one heap of deadlines
+// on one io_context timer), so arming it touches no Asio state; in tests,
+// simulated time fires every deadline.
 #pragma once
 
 #include <chrono>

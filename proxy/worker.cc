@@ -45,7 +45,8 @@ Worker::~Worker() {
   housekeeping_.reset();
   bulk_.Clear();  // relays that never ran: their coroutines end here
   pool_.Clear();
-  pool_.Abandon();  // host-name lookups still running post nothing to the io_context
+  pool_.Abandon();        // host-name lookups still running post nothing to the io_context
+  deadlines_.Shutdown();  // its timer is the io_context's; the sessions' entries go below
   ioc_.reset();
 }
 

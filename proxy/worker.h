@@ -18,6 +18,7 @@
 #include "common/bulk_queue.h"
 #include "health/asio_timer.h"
 #include "health/time_source.h"
+#include "health/timer_queue.h"
 #include "observability/access_log.h"
 #include "proxy/idle_list.h"
 #include "proxy/runtime.h"
@@ -48,8 +49,9 @@ class Worker {
  public:
   /// @param time the clock of everything on this worker: sessions, the
   ///        proxy call, the Watchdog and the pool read time only through it.
-  /// @param timers where the deadlines of its connections (the Watchdogs)
-  ///        get their timers; null (production): timers on its io_context.
+  /// @param timers the one timer under the deadlines of its connections
+  ///        (the Watchdogs, the pool's connects; all in one TimerQueue) comes
+  ///        from here; null (production): a timer on its io_context.
   /// @param upstreams where proxy calls get their upstream connections;
   ///        null (production): the worker's own pool.
   Worker(size_t id, ServerShared& shared, const health::TimeSource& time,
@@ -60,7 +62,9 @@ class Worker {
   net::io_context& ioc() { return *ioc_; }
   ServerShared& shared() { return shared_; }
   const health::TimeSource& time() const { return time_; }
-  health::TimerFactory& timers() { return *timers_; }
+  /// Where a connection's deadlines get their timers: entries of one heap
+  /// on one timer (health/timer_queue.h), this thread only.
+  health::TimerFactory& timers() { return deadlines_; }
 
   /// Binds an SO_REUSEPORT acceptor (called on the main thread before Start).
   void AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec);
@@ -136,10 +140,11 @@ class Worker {
       std::make_unique<net::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO);
   health::AsioTimerFactory own_timers_{*ioc_};
   health::TimerFactory* timers_;  // &own_timers_ unless the constructor was given another
+  health::TimerQueue deadlines_{*timers_, time_};
   std::thread thread_;
   std::vector<std::pair<net::ip::tcp::acceptor, ListenerSpec>> acceptors_;
   LocalRuntime runtime_;
-  UpstreamPool pool_{*ioc_, time_, *timers_};
+  UpstreamPool pool_{*ioc_, time_, deadlines_};
   UpstreamConnector* upstreams_;  // &pool_ unless the constructor was given another
   common::BulkQueue bulk_{*ioc_, config::Upstream{}.relay_batch};  // Start sets the configured one
   WorkerMetrics metrics_;
