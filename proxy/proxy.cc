@@ -254,10 +254,10 @@ class ProxyCall {
   void AddClientHeaders(const Fields& upstream, const config::Backend& b, ResponseHead& head);
   /// The request-end record of the committed attempt (ctx_.usage): tokens,
   /// GPU time (from the request's send to now) and cost.
-  void AccountTokens(size_t backend, const SseObserver& sse);
+  void AccountTokens(size_t backend, SseObserver& sse);
   /// The client went away during the relay. The GPU worked until then: it
   /// is accounted like a finished response.
-  AttemptResult ClientLeft(size_t backend, const SseObserver& sse);
+  AttemptResult ClientLeft(size_t backend, SseObserver& sse);
   /// A TTFT sample of the committed attempt (sent at `t0`, first token at `t_first`).
   void LearnTtft(size_t backend, Clock::time_point t0, Clock::time_point t_first);
   size_t DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
@@ -652,6 +652,9 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
   SseObserver observer(
       sse, ctx_.include_usage || !chunked,
       ctx_.responses_api() ? SseObserver::Api::kResponses : SseObserver::Api::kChat);
+  observer.set_gap_sink([this, backend](std::span<const double> gaps) {
+    worker_.metrics().token_gap.ObserveAll({ctx_.cfg.backends[backend].name}, gaps);
+  });
   ResponseHead head(upstream_head.result_int(), upstream_head.reason(), ctx_.req.version());
   AddClientHeaders(upstream_head.base(), b, head);
   // The client's head has what it needs of the backend's, which is not
@@ -853,7 +856,7 @@ void ProxyCall::LearnTtft(size_t backend, Clock::time_point t0, Clock::time_poin
   worker_.metrics().ttft.Observe({b.name}, ttft_ms / 1000.0);
 }
 
-AttemptResult ProxyCall::ClientLeft(size_t backend, const SseObserver& sse) {
+AttemptResult ProxyCall::ClientLeft(size_t backend, SseObserver& sse) {
   worker_.metrics().client_disconnects++;
   ctx_.outcome = observability::RequestOutcome::kClientClosed;
   AccountTokens(backend, sse);
@@ -863,9 +866,8 @@ AttemptResult ProxyCall::ClientLeft(size_t backend, const SseObserver& sse) {
   return r;
 }
 
-void ProxyCall::AccountTokens(size_t backend, const SseObserver& sse) {
-  const config::Backend& b = ctx_.cfg.backends[backend];
-  worker_.metrics().token_gap.ObserveAll({b.name}, sse.token_gaps());
+void ProxyCall::AccountTokens(size_t backend, SseObserver& sse) {
+  sse.FlushGaps();  // to the token-gap histogram, like the batches before
   const config::Tenant* t = ctx_.tenant_config();
   int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        worker_.time().system().time_since_epoch())

@@ -118,12 +118,17 @@ void SseObserver::ParseUsage(std::string_view text, std::span<const JsonMemberPa
 void SseObserver::CountContent(Clock::time_point now) {
   ++content_events_;
   if (last_event_ != Clock::time_point{}) {
-    if (gaps_.empty()) gaps_.reserve(64);  // one 512-byte block
-    gaps_.push_back(std::chrono::duration<double>(now - last_event_).count());
+    if (gap_count_ == gaps_.size()) FlushGaps();
+    gaps_[gap_count_++] = std::chrono::duration<double>(now - last_event_).count();
   } else {
     first_event_ = now;
   }
   last_event_ = now;
+}
+
+void SseObserver::FlushGaps() {
+  if (gap_count_ != 0 && gap_sink_) gap_sink_(token_gaps());
+  gap_count_ = 0;
 }
 
 void SseObserver::OnResponsesEvent(std::string_view event, std::string_view data,

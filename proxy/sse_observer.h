@@ -27,12 +27,13 @@
 //   Responses streams always report usage, so nothing is ever stripped.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "common/block_cache.h"
 #include "proxy/json_members.h"
@@ -74,8 +75,17 @@ class SseObserver {
   bool at_event_end() const { return holding_ || (tail_.empty() && !tail_lost_); }
   /// When the first content event was seen; Clock::time_point{} before.
   Clock::time_point first_content_at() const { return first_event_; }
-  /// Seconds between consecutive content events.
-  std::span<const double> token_gaps() const { return gaps_; }
+  /// Seconds between consecutive content events are held in batches: when
+  /// kGapBatch are held they go to the sink (set_gap_sink; without one they
+  /// are dropped), the rest at FlushGaps. A stream's gaps so cost a fixed
+  /// 128 bytes however long it runs, not 8 bytes a token.
+  static constexpr size_t kGapBatch = 16;
+  using GapSink = std::function<void(std::span<const double>)>;
+  void set_gap_sink(GapSink sink) { gap_sink_ = std::move(sink); }
+  /// Hands the gaps held to the sink; none are held after.
+  void FlushGaps();
+  /// The gaps held: those not yet handed to the sink.
+  std::span<const double> token_gaps() const { return {gaps_.data(), gap_count_}; }
 
  private:
   /// Inspects one complete event; @return false to drop it. `line_end`:
@@ -115,7 +125,9 @@ class SseObserver {
   int64_t responses_events_ = 0;
   Clock::time_point first_event_{};
   Clock::time_point last_event_{};
-  std::vector<double, common::PooledAllocator<double>> gaps_;  // 64 fit one cached block
+  std::array<double, kGapBatch> gaps_;
+  size_t gap_count_ = 0;
+  GapSink gap_sink_;
 };
 
 }  // namespace geogate::proxy

@@ -21,6 +21,7 @@
 #include "proxy/request_body.h"
 #include "proxy/request_context.h"
 #include "proxy/session.h"
+#include "proxy/sse_observer.h"
 #include "proxy/upstream_connector.h"
 #include "proxy/worker.h"
 #include "routing/residency.h"
@@ -362,6 +363,41 @@ TEST_CASE("proxy call: a stream waiting for its next token holds no relay buffer
   CHECK(got.find("\"!\"") != std::string::npos);
   CHECK(got.ends_with("\r\n0\r\n\r\n"));
   CHECK(f.worker.relay_buffers().idle() == 1);
+}
+
+TEST_CASE("proxy call: a long stream's token gaps reach the histogram in batches", "[proxy_call]") {
+  // The observer holds at most a batch of gaps, not one per token for the
+  // stream's life: full batches go to the histogram as the stream flows,
+  // the rest when it ends.
+  CallFixture f;
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("t")));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE_FALSE(f.done);
+  test::stream& backend = *f.connector.ends[0].remote;
+  auto gaps = [&] {
+    uint64_t count = 0;
+    double sum = 0;
+    for (const auto& [labels, d] : f.worker.metrics().token_gap.values()) {
+      CHECK(labels[0] == f.connector.ends[0].backend);  // the one serving the stream
+      count += d.count;
+      sum += d.sum;
+    }
+    return std::pair(count, sum);
+  };
+  constexpr size_t kTokens = 40;  // 39 gaps of 2 ms: two full batches, 7 at the end
+  for (size_t i = 1; i < kTokens; ++i) {
+    f.Advance(health::Millis(2));
+    net::write(backend, net::buffer(TokenChunk("t")));
+    f.RunReady();
+  }
+  REQUIRE_FALSE(f.done);
+  CHECK(gaps().first == 2 * SseObserver::kGapBatch);
+  net::write(backend, net::buffer(std::string("0\r\n\r\n")));
+  f.RunReady();
+  REQUIRE(f.done);
+  auto [count, sum] = gaps();
+  CHECK(count == kTokens - 1);
+  CHECK(sum == Approx(0.002 * (kTokens - 1)));
 }
 
 TEST_CASE("proxy call: a client that disconnects cancels the upstream request", "[proxy_call]") {

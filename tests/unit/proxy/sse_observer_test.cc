@@ -46,6 +46,41 @@ TEST_CASE("usage chunk the gateway asked for is stripped, and counted", "[sse]")
   CHECK(o.token_gaps()[0] == Approx(0.005));
 }
 
+TEST_CASE("token gaps are held in batches and handed to the sink", "[sse]") {
+  auto t = SseObserver::Clock::time_point{} + std::chrono::seconds(1);
+  std::vector<std::vector<double>> batches;
+  SseObserver o(true, false);
+  o.set_gap_sink([&](std::span<const double> g) { batches.emplace_back(g.begin(), g.end()); });
+  constexpr int kEvents = 40;
+  for (int i = 0; i < kEvents; ++i) {
+    o.Filter(Token(i), t + std::chrono::milliseconds(3 * i));
+    CHECK(o.token_gaps().size() <= SseObserver::kGapBatch);
+  }
+  REQUIRE(batches.size() == 2);
+  CHECK(batches[0].size() == SseObserver::kGapBatch);
+  CHECK(batches[1].size() == SseObserver::kGapBatch);
+  CHECK(o.token_gaps().size() == kEvents - 1 - 2 * SseObserver::kGapBatch);
+  o.FlushGaps();
+  CHECK(o.token_gaps().empty());
+  REQUIRE(batches.size() == 3);
+  size_t n = 0;
+  for (const auto& b : batches)
+    for (double g : b) {
+      CHECK(g == Approx(0.003));
+      ++n;
+    }
+  CHECK(n == kEvents - 1);
+  o.FlushGaps();  // nothing held: nothing handed over
+  CHECK(batches.size() == 3);
+
+  // Without a sink a full batch is dropped: what is held stays bounded.
+  SseObserver bare(true, false);
+  for (int i = 0; i < kEvents; ++i)
+    bare.Filter(Token(i), t + std::chrono::milliseconds(i));
+  CHECK(bare.token_gaps().size() == kEvents - 1 - 2 * SseObserver::kGapBatch);
+  CHECK(bare.content_events() == kEvents);
+}
+
 TEST_CASE("stripping: events around the usage chunk in one read, and in three pieces", "[sse]") {
   // Before the usage chunk the output is a view of the input; from it on, a
   // copy of the kept events. Both, and the hand-over between held and new
