@@ -264,7 +264,8 @@ class ProxyCall {
                        boost::system::error_code& ec);
   using ReadResult = std::tuple<boost::system::error_code, size_t>;
   template <class Token>
-  static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn, Token token);
+  static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn, Token token,
+                                                 size_t bytes = kUpstreamReadBytes);
   static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
                                                     ReadResult read);
   static boost::system::error_code TakeUpstreamHeadRead(UpstreamConn& conn, ResponseParser& parser,
@@ -624,6 +625,18 @@ AttemptResult ProxyCall::ExchangeFailed(boost::system::error_code ec) {
   return r;
 }
 
+// Gives a trickling stream's read buffer back for one with room for a
+// trickle read (kUpstreamTrickleReadBytes) beside what it holds: normally
+// the last chunk's CRLF, which Beast parses with the next chunk's size.
+void ShrinkForTrickle(beast::flat_buffer& buf) {
+  const size_t want = buf.size() + kUpstreamTrickleReadBytes;
+  if (buf.capacity() <= want || buf.size() >= kUpstreamTrickleReadBytes) return;
+  beast::flat_buffer small;
+  small.reserve(want);
+  small.commit(net::buffer_copy(small.prepare(buf.size()), buf.data()));
+  buf = std::move(small);
+}
+
 net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& conn,
                                                ResponseParser& parser, size_t first,
                                                bool& upstream_reusable) {
@@ -688,6 +701,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     head.Release();  // written: its block goes back for the rest of the stream
   }
 
+  size_t last_read = 0;  // bytes of the relay's last read; none yet: the first wait trickles
   while (!parser.is_done()) {
     // Bytes left over from the last read (more than one relay buffer) go
     // out before reading again.
@@ -700,10 +714,16 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       // holds back): the relay buffer goes back to the pool while the
       // stream waits, often most of its life (a token every few ms or s).
       relay_lease_.Return();
+      // So does the connection's 16 KiB read buffer when the stream
+      // trickles (kUpstreamTrickleReadBytes): it waits with a small one.
+      const bool trickle = last_read < kUpstreamTrickleReadBytes;
+      if (trickle) ShrinkForTrickle(conn.buffer);
       // A stream that already flows: the read completes through the
       // worker's bulk queue, after what new requests have ready.
       ReadResult read =
-          co_await ReadUpstream(conn, net::bind_executor(worker_.bulk().executor(), kUseTuple));
+          co_await ReadUpstream(conn, net::bind_executor(worker_.bulk().executor(), kUseTuple),
+                                trickle ? kUpstreamTrickleReadBytes : kUpstreamReadBytes);
+      last_read = std::get<1>(read);
       ec = TakeUpstreamRead(conn, parser, read);
       if (!ec) got = DrainBuffered(conn, parser, 0, ec);
     }
@@ -776,8 +796,9 @@ size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size
 // one coroutine frame fewer per relayed read. `token` is kUseTuple, or
 // kUseTuple bound to an executor that runs the completion.
 template <class Token>
-net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn, Token token) {
-  auto space = conn.buffer.prepare(kUpstreamReadBytes);
+net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn, Token token,
+                                                              size_t bytes) {
+  auto space = conn.buffer.prepare(bytes);
   return conn.stream.async_read_raw(space, token);
 }
 

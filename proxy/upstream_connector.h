@@ -26,9 +26,14 @@ namespace geogate::proxy {
 /// the relay buffer (kRelayBufferBytes, worker.h): de-chunking only
 /// shrinks, so a read's body bytes fit one relay buffer and leave in one
 /// write, and a stream that comes in one burst (up to 16 KiB) is one read.
-/// Reserved per upstream connection; pages are touched only as far as the
-/// bytes reach.
+/// Reserved per upstream connection for its head (pages are touched only as
+/// far as the bytes reach); a trickling stream gives it back (below).
 inline constexpr size_t kUpstreamReadBytes = 16 * 1024;
+/// What a trickling stream waits with: a relay read whose last read
+/// brought fewer bytes than this (a token or two) reads into a buffer this
+/// small, the 16 KiB one freed while the stream waits for its next token,
+/// which is most of its life. A read that fills it is followed by a full one.
+inline constexpr size_t kUpstreamTrickleReadBytes = 512;
 
 struct UpstreamConn {
   explicit UpstreamConn(Stream&& s) : stream(std::move(s)) { buffer.reserve(kUpstreamReadBytes); }

@@ -113,6 +113,9 @@ class ScriptedConnector final : public UpstreamConnector {
     co_return r;
   }
 
+  /// The connection opened last (owned by whoever holds it now).
+  UpstreamConn* last_conn = nullptr;
+
   /// Drops every connection (before the io_context they use goes).
   void Clear() {
     idle_.clear();
@@ -131,6 +134,7 @@ class ScriptedConnector final : public UpstreamConnector {
     local.connect(*remote);
     auto conn = std::make_unique<UpstreamConn>(Stream(std::move(local)));
     conn->key = backend;
+    last_conn = conn.get();
     ends.push_back({backend, std::move(remote)});
     return conn;
   }
@@ -398,6 +402,45 @@ TEST_CASE("proxy call: a long stream's token gaps reach the histogram in batches
   auto [count, sum] = gaps();
   CHECK(count == kTokens - 1);
   CHECK(sum == Approx(0.002 * (kTokens - 1)));
+}
+
+TEST_CASE("proxy call: a trickling stream waits with a small read buffer, a burst gets a full one",
+          "[proxy_call]") {
+  CallFixture f;
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("a")));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE_FALSE(f.done);
+  UpstreamConn& conn = *f.connector.last_conn;
+  test::stream& backend = *f.connector.ends[0].remote;
+  // Waiting for its second token: the 16 KiB read buffer is gone (what is
+  // left is room for a small read beside the last chunk's CRLF).
+  CHECK(conn.buffer.capacity() < 2 * kUpstreamTrickleReadBytes);
+  net::write(backend, net::buffer(TokenChunk("b")));
+  f.RunReady();
+  CHECK(conn.buffer.capacity() < 2 * kUpstreamTrickleReadBytes);
+  // A burst larger than the small read: the small read fills, the next
+  // read is a full one and takes the rest at once.
+  std::string burst;
+  for (int i = 0; i < 40; ++i)
+    burst += TokenChunk("c" + std::to_string(i));
+  REQUIRE(burst.size() > 2 * kUpstreamTrickleReadBytes);
+  net::write(backend, net::buffer(burst));
+  f.RunReady();
+  REQUIRE_FALSE(f.done);
+  CHECK(conn.buffer.capacity() >= kUpstreamReadBytes);
+  net::write(backend, net::buffer(TokenChunk("z") + "0\r\n\r\n"));
+  f.RunReady();
+  REQUIRE(f.done);
+  std::string got = f.ClientGot();
+  // Every token reached the client, in order.
+  size_t at = got.find("\"a\"");
+  REQUIRE(at != std::string::npos);
+  for (std::string t : {"b", "c0", "c17", "c39", "z"}) {
+    size_t next = got.find("\"" + t + "\"", at);
+    CHECK(next != std::string::npos);
+    if (next != std::string::npos) at = next;
+  }
+  CHECK(got.ends_with("\r\n0\r\n\r\n"));
 }
 
 TEST_CASE("proxy call: a client that disconnects cancels the upstream request", "[proxy_call]") {
