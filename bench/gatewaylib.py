@@ -22,6 +22,8 @@ from typing import Optional
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
 from gateway_harness import toml_value as _value  # noqa: E402
+# One port picker for tests and benches: never the same port twice.
+from harness import free_port  # noqa: E402,F401
 
 # ---------------------------------------------------------------------------
 # the gateway's config
@@ -75,12 +77,6 @@ def self_signed_cert(directory: str) -> tuple[str, str]:
                     "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                    check=True, capture_output=True, timeout=60)
     return cert, key
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait(ready, proc: subprocess.Popen, timeout: float, who: str, pause: float) -> bool:

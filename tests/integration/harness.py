@@ -64,11 +64,27 @@ STARTUP_TIMEOUT = float(os.environ.get("GEOGATE_STARTUP_TIMEOUT", "15"))
 # ports and processes
 
 
+_given_ports: "set[int]" = set()
+_given_ports_lock = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (prefer port 0 + the listening line)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port that was free a moment ago and that this process has not handed
+    out before (prefer port 0 + the listening line where a child can say).
+
+    bind(0) alone may return a port it returned a moment ago whose taker has
+    not bound it yet (a server's listeners picked in a row, upstreams still
+    starting): any two calls meet about once in 14,000 (the kernel's odd half
+    of the ephemeral range), and the two listeners then collide."""
+    with _given_ports_lock:
+        for _ in range(1000):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+            if port not in _given_ports:
+                _given_ports.add(port)
+                return port
+    raise RuntimeError(f"no port on {host} that was not handed out before")
 
 
 class ProcessError(RuntimeError):
