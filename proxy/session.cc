@@ -34,49 +34,39 @@ routing::IpAddr ToIpAddr(const net::ip::address& a) {
   return routing::IpAddr::FromV6(a.to_v6().to_bytes());
 }
 
-net::awaitable<void> RunSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
-                                std::optional<ErrorKind> refusal) {
-  Session session(worker, std::move(socket), spec, refusal);
+net::awaitable<void> RunSession(Worker& worker, net::ip::tcp::socket socket, routing::IpAddr peer,
+                                ListenerSpec spec, std::optional<ErrorKind> refusal) {
+  Session session(worker, Stream(std::move(socket)), peer, spec, refusal);
   co_await session.Run();
 }
 
 }  // namespace
 
-void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec) {
-  net::co_spawn(worker.ioc(), RunSession(worker, std::move(socket), spec, std::nullopt),
+void SpawnSession(Worker& worker, net::ip::tcp::socket socket, const net::ip::tcp::endpoint& peer,
+                  ListenerSpec spec) {
+  net::co_spawn(worker.ioc(),
+                RunSession(worker, std::move(socket), ToIpAddr(peer.address()), spec, std::nullopt),
                 net::detached);
 }
 
-void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec, ErrorKind why) {
-  net::co_spawn(worker.ioc(), RunSession(worker, std::move(socket), spec, why), net::detached);
+void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, const net::ip::tcp::endpoint& peer,
+                  ListenerSpec spec, ErrorKind why) {
+  net::co_spawn(worker.ioc(),
+                RunSession(worker, std::move(socket), ToIpAddr(peer.address()), spec, why),
+                net::detached);
 }
 
-Session::Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
+// No TCP_NODELAY here: the worker's listeners have it, and Linux gives an
+// accepted socket its listener's (Worker::AddAcceptor).
+Session::Session(Worker& worker, Stream stream, const routing::IpAddr& peer, ListenerSpec spec,
                  std::optional<ErrorKind> refusal)
-    : worker_(worker),
-      spec_(spec),
-      buffer_(common::BufferPool::Allocator<char>(worker.read_buffers())),
-      watchdog_(worker.timers(), worker.time()),
-      refusal_(refusal) {
-  boost::system::error_code ec;
-  auto ep = socket.remote_endpoint(ec);
-  if (!ec) peer_ = ToIpAddr(ep.address());
-  socket.set_option(net::ip::tcp::no_delay(true), ec);
-  stream_.emplace(std::move(socket));
-  Open();
-}
-
-Session::Session(Worker& worker, Stream stream, const routing::IpAddr& peer, ListenerSpec spec)
     : worker_(worker),
       spec_(spec),
       peer_(peer),
       stream_(std::move(stream)),
       buffer_(common::BufferPool::Allocator<char>(worker.read_buffers())),
-      watchdog_(worker.timers(), worker.time()) {
-  Open();
-}
-
-void Session::Open() {
+      watchdog_(worker.timers(), worker.time()),
+      refusal_(refusal) {
   worker_.Register(this);
   worker_.shared().open_connections.fetch_add(1, std::memory_order_relaxed);
   if (refusal_) {

@@ -38,20 +38,22 @@ using ReadBuffer = beast::basic_flat_buffer<common::BufferPool::Allocator<char>>
 /// What an idle connection reads its next request's first bytes into.
 inline constexpr size_t kFirstReadBytes = 512;
 
-/// Starts serving an accepted connection on the worker's io_context.
-void SpawnSession(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec);
+/// Starts serving a connection accepted from `peer` (the address the
+/// accept returned: no getpeername) on the worker's io_context.
+void SpawnSession(Worker& worker, net::ip::tcp::socket socket, const net::ip::tcp::endpoint& peer,
+                  ListenerSpec spec);
 /// Answers an accepted connection that a limit refuses with `why` (a 503,
 /// after the PROXY header and TLS handshake when the listener has them).
-void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec, ErrorKind why);
+void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, const net::ip::tcp::endpoint& peer,
+                  ListenerSpec spec, ErrorKind why);
 
 /// Idle (waiting for its client) connections sit in the worker's IdleList.
 class Session : public IdleHook {
  public:
-  Session(Worker& worker, net::ip::tcp::socket socket, ListenerSpec spec,
+  /// A connection from `peer` over `stream` (an accepted socket; in tests
+  /// an in-memory stream); `refusal` set: answered with a 503 and closed.
+  Session(Worker& worker, Stream stream, const routing::IpAddr& peer, ListenerSpec spec,
           std::optional<ErrorKind> refusal = std::nullopt);
-  /// A connection over a ready-made stream from `peer` (tests: an
-  /// in-memory one), neither refused nor TLS-terminated here.
-  Session(Worker& worker, Stream stream, const routing::IpAddr& peer, ListenerSpec spec);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -103,8 +105,6 @@ class Session : public IdleHook {
                                  uint64_t* bytes_out = nullptr);
 
  private:
-  /// What every constructor ends with: registers with the worker.
-  void Open();
   net::awaitable<bool> ReadProxyHeader();
   /// max_connections_per_ip: counts this connection for its client address
   /// (the PROXY source on such a listener). @return false when it is over

@@ -55,7 +55,16 @@ uint64_t Worker::Random() {
   return SplitMix64(rng_state_);
 }
 
+boost::system::error_code PrepareListener(net::ip::tcp::acceptor& acceptor) {
+  boost::system::error_code ec;
+  acceptor.set_option(net::ip::tcp::no_delay(true), ec);
+  return ec;
+}
+
 void Worker::AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec) {
+  // Without it the connections still work, their small writes only wait
+  // for Nagle's algorithm.
+  if (auto ec = PrepareListener(acceptor)) common::LogWarn("listener TCP_NODELAY", ec.message());
   acceptors_.emplace_back(std::move(acceptor), spec);
 }
 
@@ -155,8 +164,9 @@ void Worker::ScheduleHousekeeping() {
 net::awaitable<void> Worker::AcceptLoop(size_t index) {
   auto& [acceptor, spec] = acceptors_[index];
   net::steady_timer backoff(*ioc_);
+  net::ip::tcp::endpoint peer;  // from accept4 itself: no getpeername per connection
   while (acceptor.is_open()) {
-    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
+    auto [ec, socket] = co_await acceptor.async_accept(peer, kUseTuple);
     if (ec) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) break;
       // Out of file descriptors or similar: back off briefly, keep serving.
@@ -191,10 +201,10 @@ net::awaitable<void> Worker::AcceptLoop(size_t index) {
       case Admission::Kind::kRefuse:
         metrics_.connections_rejected++;
         if (refusals_in_flight_ >= kMaxRefusalsInFlight) continue;  // closes the socket
-        SpawnRefusal(*this, std::move(socket), spec, ErrorKind::kConnectionLimit);
+        SpawnRefusal(*this, std::move(socket), peer, spec, ErrorKind::kConnectionLimit);
         continue;
     }
-    SpawnSession(*this, std::move(socket), spec);
+    SpawnSession(*this, std::move(socket), peer, spec);
   }
 }
 

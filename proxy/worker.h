@@ -36,6 +36,11 @@ struct ListenerSpec {
   bool proxy_protocol = false;
 };
 
+/// Sets on a listener what every connection it accepts needs: TCP_NODELAY,
+/// once for all of them instead of a setsockopt per accepted socket (Linux
+/// gives an accepted socket its listener's options).
+boost::system::error_code PrepareListener(net::ip::tcp::acceptor& acceptor);
+
 /// Bytes read from a backend per relay step (and the most sent per write).
 inline constexpr size_t kRelayBufferBytes = 16 * 1024;
 /// Idle relay buffers a worker keeps (4 MiB).
@@ -66,7 +71,8 @@ class Worker {
   /// on one timer (health/timer_queue.h), this thread only.
   health::TimerFactory& timers() { return deadlines_; }
 
-  /// Binds an SO_REUSEPORT acceptor (called on the main thread before Start).
+  /// Takes a bound SO_REUSEPORT acceptor and prepares it (PrepareListener;
+  /// called on the main thread before Start).
   void AddAcceptor(net::ip::tcp::acceptor acceptor, ListenerSpec spec);
   void Start(RuntimeConstPtr runtime);
   /// Thread-safe: tells the worker that `runtime` was published (the server
