@@ -701,7 +701,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     head.Release();  // written: its block goes back for the rest of the stream
   }
 
-  size_t last_read = 0;  // bytes of the relay's last read; none yet: the first wait trickles
+  RelayReadSize read_size(kUpstreamReadBytes, kUpstreamTrickleReadBytes);
   while (!parser.is_done()) {
     // Bytes left over from the last read (more than one relay buffer) go
     // out before reading again.
@@ -715,15 +715,13 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       // stream waits, often most of its life (a token every few ms or s).
       relay_lease_.Return();
       // So does the connection's 16 KiB read buffer when the stream
-      // trickles (kUpstreamTrickleReadBytes): it waits with a small one.
-      const bool trickle = last_read < kUpstreamTrickleReadBytes;
-      if (trickle) ShrinkForTrickle(conn.buffer);
+      // trickles (RelayReadSize): it waits with a small one.
+      if (read_size.trickling()) ShrinkForTrickle(conn.buffer);
       // A stream that already flows: the read completes through the
       // worker's bulk queue, after what new requests have ready.
-      ReadResult read =
-          co_await ReadUpstream(conn, net::bind_executor(worker_.bulk().executor(), kUseTuple),
-                                trickle ? kUpstreamTrickleReadBytes : kUpstreamReadBytes);
-      last_read = std::get<1>(read);
+      ReadResult read = co_await ReadUpstream(
+          conn, net::bind_executor(worker_.bulk().executor(), kUseTuple), read_size.next());
+      read_size.Read(std::get<1>(read));
       ec = TakeUpstreamRead(conn, parser, read);
       if (!ec) got = DrainBuffered(conn, parser, 0, ec);
     }

@@ -1,9 +1,10 @@
 // The relay's parse step, apart from the proxy so the SSE relay
 // micro-benchmark (bench/micro/relay_bench.cc) times this code and not a
-// copy of it.
+// copy of it; and the size of the relay's next read (RelayReadSize).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
@@ -44,5 +45,39 @@ size_t ParseBufferedBody(Parser& parser, boost::beast::flat_buffer& in, char* ou
   }
   return got;
 }
+
+/// How much the relay's next read from the backend asks for: `full` bytes
+/// (its read buffer's size), or `trickle` while the stream trickles, so a
+/// stream that waits most of its life for its next token waits with a
+/// small buffer, not a full one (ProxyCall::Relay frees the full one).
+///
+/// A stream starts trickling: its first wait is for a token the backend is
+/// still generating. A trickle read that comes back full means bytes are
+/// queueing up: from then on the stream reads `full` bytes, until
+/// kSmallReadsToTrickle reads in a row brought less than `trickle` bytes
+/// again. Without that hysteresis, a fast stream whose reads alternated
+/// between several tokens and one swapped its buffer for a small one and
+/// back, and read a backlog in small pieces, on every other read.
+class RelayReadSize {
+ public:
+  static constexpr uint32_t kSmallReadsToTrickle = 8;
+
+  RelayReadSize(size_t full, size_t trickle) : full_(full), trickle_(trickle) {}
+
+  bool trickling() const { return small_reads_ >= kSmallReadsToTrickle; }
+  size_t next() const { return trickling() ? trickle_ : full_; }
+  /// A read of the stream brought `n` bytes.
+  void Read(size_t n) {
+    if (n >= trickle_)
+      small_reads_ = 0;
+    else if (small_reads_ < kSmallReadsToTrickle)
+      ++small_reads_;
+  }
+
+ private:
+  size_t full_;
+  size_t trickle_;
+  uint32_t small_reads_ = kSmallReadsToTrickle;
+};
 
 }  // namespace geogate::proxy

@@ -18,6 +18,7 @@
 
 #include "config/loader.h"
 #include "proxy/proxy.h"
+#include "proxy/relay_parse.h"
 #include "proxy/request_body.h"
 #include "proxy/request_context.h"
 #include "proxy/session.h"
@@ -432,6 +433,18 @@ TEST_CASE("proxy call: a trickling stream waits with a small read buffer, a burs
   f.RunReady();
   REQUIRE_FALSE(f.done);
   CHECK(conn.buffer.capacity() >= kUpstreamReadBytes);
+  // Bytes queued up once: single tokens are read full-size for a while
+  // (a stream whose reads alternate between backlog and one token does not
+  // swap buffers on every read), and it trickles again after
+  // RelayReadSize::kSmallReadsToTrickle of them.
+  for (uint32_t i = 1; i < RelayReadSize::kSmallReadsToTrickle; ++i) {
+    net::write(backend, net::buffer(TokenChunk("d" + std::to_string(i))));
+    f.RunReady();
+    CHECK(conn.buffer.capacity() >= kUpstreamReadBytes);
+  }
+  net::write(backend, net::buffer(TokenChunk("e")));
+  f.RunReady();
+  CHECK(conn.buffer.capacity() < 2 * kUpstreamTrickleReadBytes);
   net::write(backend, net::buffer(TokenChunk("z") + "0\r\n\r\n"));
   f.RunReady();
   REQUIRE(f.done);
@@ -439,7 +452,7 @@ TEST_CASE("proxy call: a trickling stream waits with a small read buffer, a burs
   // Every token reached the client, in order.
   size_t at = got.find("\"a\"");
   REQUIRE(at != std::string::npos);
-  for (std::string t : {"b", "c0", "c17", "c39", "z"}) {
+  for (std::string t : {"b", "c0", "c17", "c39", "d1", "d7", "e", "z"}) {
     size_t next = got.find("\"" + t + "\"", at);
     CHECK(next != std::string::npos);
     if (next != std::string::npos) at = next;
