@@ -34,26 +34,27 @@ routing::IpAddr ToIpAddr(const net::ip::address& a) {
   return routing::IpAddr::FromV6(a.to_v6().to_bytes());
 }
 
-net::awaitable<void> RunSession(Worker& worker, net::ip::tcp::socket socket, routing::IpAddr peer,
-                                ListenerSpec spec, std::optional<ErrorKind> refusal) {
-  Session session(worker, Stream(std::move(socket)), peer, spec, refusal);
-  co_await session.Run();
+void Spawn(Worker& worker, net::ip::tcp::socket socket, const net::ip::tcp::endpoint& peer,
+           ListenerSpec spec, std::optional<ErrorKind> refusal) {
+  common::PooledPtr<Session> session = common::MakePooled<Session>(
+      worker, Stream(std::move(socket)), ToIpAddr(peer.address()), spec, refusal);
+  Session* s = session.get();
+  net::co_spawn(worker.ioc(), s->Run(std::move(session)), net::detached);
 }
 
 }  // namespace
 
+// In a block of the block cache: it must fit its largest class.
+static_assert(sizeof(Session) <= common::block_cache::kLargestBlock);
+
 void SpawnSession(Worker& worker, net::ip::tcp::socket socket, const net::ip::tcp::endpoint& peer,
                   ListenerSpec spec) {
-  net::co_spawn(worker.ioc(),
-                RunSession(worker, std::move(socket), ToIpAddr(peer.address()), spec, std::nullopt),
-                net::detached);
+  Spawn(worker, std::move(socket), peer, spec, std::nullopt);
 }
 
 void SpawnRefusal(Worker& worker, net::ip::tcp::socket socket, const net::ip::tcp::endpoint& peer,
                   ListenerSpec spec, ErrorKind why) {
-  net::co_spawn(worker.ioc(),
-                RunSession(worker, std::move(socket), ToIpAddr(peer.address()), spec, why),
-                net::detached);
+  Spawn(worker, std::move(socket), peer, spec, why);
 }
 
 // No TCP_NODELAY here: the worker's listeners have it, and Linux gives an
@@ -326,7 +327,7 @@ class InProgress {
 };
 }  // namespace
 
-net::awaitable<void> Session::Run() {
+net::awaitable<void> Session::Run(common::PooledPtr<Session> /*self*/) {
   if (spec_.proxy_protocol && !co_await ReadProxyHeader()) {
     worker_.metrics().proxy_protocol_failures++;
     co_return;

@@ -12,6 +12,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include "common/block_cache.h"
 #include "common/buffer_pool.h"
 #include "proxy/growing_string_body.h"
 #include "proxy/headers.h"
@@ -58,7 +59,11 @@ class Session : public IdleHook {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  net::awaitable<void> Run();
+  /// Serves the connection until it closes. `self`, when given, is this
+  /// session in a block of the worker's block cache (SpawnSession): Run's
+  /// frame owns it, so a connection is one cached block and one frame,
+  /// not a frame of its own holding the session (over 1 KiB: a malloc).
+  net::awaitable<void> Run(common::PooledPtr<Session> self = {});
 
   // ---- used by the worker (drain) ----------------------------------------
   /// True while waiting for the next request on a keep-alive connection.
