@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from typing import Optional
@@ -142,3 +143,60 @@ def raise_nofile(want: int) -> int:
     except (ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         return hard
+
+
+# ---------------------------------------------------------------------------
+# access logs during a measurement
+
+
+class LogJanitor:
+    """Keeps the access logs of a benchmark from growing the page cache: a
+    thread that empties every file named `name` under `root` once it holds
+    more than `limit` bytes, checking every `period` seconds.
+
+    Why: on a VM whose host takes back the memory the guest frees (free page
+    reporting; this project's 2-core machine is such a Firecracker guest),
+    each page a growing page cache takes for the first time costs a fault on
+    the host, charged to the writer's CPU time. A log that grows by GBs in a
+    run then costs its writer up to 11 x more CPU per MiB than one whose
+    pages are reused, depending on how much memory the run touched before
+    (bench/RESULTS.md, "Why geogate's CPU per request moved between runs").
+    A long-running server's page cache does not grow: it reuses pages it
+    reclaims. Emptied files give the same steady state to every contender.
+
+    Only for files their writers opened with O_APPEND (geogate, NGINX, the
+    HAProxy stdout that bench/peers' Proc opens), so that the next line lands
+    at the new end instead of behind a hole. Use as a context manager."""
+
+    def __init__(self, root: str, name: str = "access.log", limit: int = 4 << 20,
+                 period: float = 0.25):
+        self.root, self.name, self.limit, self.period = root, name, limit, period
+        self.emptied = 0  # how many times a file was emptied
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="log-janitor", daemon=True)
+
+    def _files(self) -> list[str]:
+        return [os.path.join(d, self.name) for d, _, files in os.walk(self.root)
+                if self.name in files]
+
+    def sweep(self) -> None:
+        """One pass: empty every file over the limit (gone or unreadable: skipped)."""
+        for path in self._files():
+            try:
+                if os.path.getsize(path) > self.limit:
+                    os.truncate(path, 0)
+                    self.emptied += 1
+            except OSError:
+                pass
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.sweep()
+
+    def __enter__(self) -> "LogJanitor":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -83,7 +83,7 @@ CMAKE_VARIANTS = {"IO_URING": ["-DCMAKE_CXX_FLAGS=-DBOOST_ASIO_HAS_IO_URING -DBO
                                "-DCMAKE_CXX_STANDARD_LIBRARIES=-luring"]}
 WRK_DIR = os.path.join(ROOT, "bench", "wrk")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from gatewaylib import free_port, gateway_config, self_signed_cert, stop, wait_port  # noqa: E402  bench/gatewaylib.py
+from gatewaylib import LogJanitor, free_port, gateway_config, self_signed_cert, stop, wait_port  # noqa: E402  bench/gatewaylib.py
 SSE_TOKENS = 64
 #: Seconds a process may take until it listens (under callgrind, a while).
 START_S = 120
@@ -477,13 +477,14 @@ def wrk_rounds(variants: list[str], args, work: str) -> dict:
     try:
         for p, u in zip(up.values(), ups):
             wait_port(p, u, timeout=START_S)
-        for rnd in range(args.rounds):
-            for v in variants:
-                for row, figs in measure_wrk(v, args, work, up, bodies).items():
-                    out[v].setdefault(row, []).append(figs)
-                    print(f"round {rnd + 1} {v} {row}: " + ", ".join(f"{k} {x:.2f}" for k, x in figs.items()),
-                          file=sys.stderr, flush=True)
-            out["load_average"].append(os.getloadavg()[0])
+        with LogJanitor(work):  # no access log grows the page cache (LogJanitor says why)
+            for rnd in range(args.rounds):
+                for v in variants:
+                    for row, figs in measure_wrk(v, args, work, up, bodies).items():
+                        out[v].setdefault(row, []).append(figs)
+                        print(f"round {rnd + 1} {v} {row}: " + ", ".join(f"{k} {x:.2f}" for k, x in figs.items()),
+                              file=sys.stderr, flush=True)
+                out["load_average"].append(os.getloadavg()[0])
     finally:
         for u in ups:
             u.terminate()
