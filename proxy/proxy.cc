@@ -625,18 +625,6 @@ AttemptResult ProxyCall::ExchangeFailed(boost::system::error_code ec) {
   return r;
 }
 
-// Gives a trickling stream's read buffer back for one with room for a
-// trickle read (kUpstreamTrickleReadBytes) beside what it holds: normally
-// the last chunk's CRLF, which Beast parses with the next chunk's size.
-void ShrinkForTrickle(beast::flat_buffer& buf) {
-  const size_t want = buf.size() + kUpstreamTrickleReadBytes;
-  if (buf.capacity() <= want || buf.size() >= kUpstreamTrickleReadBytes) return;
-  beast::flat_buffer small;
-  small.reserve(want);
-  small.commit(net::buffer_copy(small.prepare(buf.size()), buf.data()));
-  buf = std::move(small);
-}
-
 net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& conn,
                                                ResponseParser& parser, size_t first,
                                                bool& upstream_reusable) {
@@ -701,7 +689,7 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     head.Release();  // written: its block goes back for the rest of the stream
   }
 
-  RelayReadSize read_size(kUpstreamReadBytes, kUpstreamTrickleReadBytes);
+  BasicRelayReadSize<kUpstreamReadBytes, kUpstreamTrickleReadBytes> read_size;
   while (!parser.is_done()) {
     // Bytes left over from the last read (more than one relay buffer) go
     // out before reading again.
@@ -715,8 +703,8 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       // stream waits, often most of its life (a token every few ms or s).
       relay_lease_.Return();
       // So does the connection's 16 KiB read buffer when the stream
-      // trickles (RelayReadSize): it waits with a small one.
-      if (read_size.trickling()) ShrinkForTrickle(conn.buffer);
+      // trickles (BasicRelayReadSize): it waits with a small one.
+      read_size.ShrinkWhileTrickling(conn.buffer);
       // A stream that already flows: the read completes through the
       // worker's bulk queue, after what new requests have ready.
       ReadResult read = co_await ReadUpstream(

@@ -1,11 +1,12 @@
 // The relay's parse step, apart from the proxy so the SSE relay
 // micro-benchmark (bench/micro/relay_bench.cc) times this code and not a
-// copy of it; and the size of the relay's next read (RelayReadSize).
+// copy of it; and the size of the relay's next read (BasicRelayReadSize).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include <boost/asio/buffer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/system/error_code.hpp>
@@ -46,37 +47,56 @@ size_t ParseBufferedBody(Parser& parser, boost::beast::flat_buffer& in, char* ou
   return got;
 }
 
-/// How much the relay's next read from the backend asks for: `full` bytes
-/// (its read buffer's size), or `trickle` while the stream trickles, so a
+/// Reads in a row that bring less than a trickle read's size before a
+/// stream trickles again (BasicRelayReadSize).
+inline constexpr uint32_t kSmallReadsToTrickle = 8;
+
+/// How much the relay's next read from the backend asks for: `Full` bytes
+/// (its read buffer's size), or `Trickle` while the stream trickles, so a
 /// stream that waits most of its life for its next token waits with a
-/// small buffer, not a full one (ProxyCall::Relay frees the full one).
+/// small buffer, not a full one (ShrinkWhileTrickling gives the full one
+/// back).
 ///
 /// A stream starts trickling: its first wait is for a token the backend is
 /// still generating. A trickle read that comes back full means bytes are
-/// queueing up: from then on the stream reads `full` bytes, until
-/// kSmallReadsToTrickle reads in a row brought less than `trickle` bytes
+/// queueing up: from then on the stream reads `Full` bytes, until
+/// kSmallReadsToTrickle reads in a row brought less than `Trickle` bytes
 /// again. Without that hysteresis, a fast stream whose reads alternated
 /// between several tokens and one swapped its buffer for a small one and
 /// back, and read a backlog in small pieces, on every other read.
-class RelayReadSize {
+///
+/// The sizes are parameters of the type, not of each instance: the relay
+/// keeps one of these per open stream (proxy.cc names its sizes).
+template <size_t Full, size_t Trickle>
+class BasicRelayReadSize {
  public:
-  static constexpr uint32_t kSmallReadsToTrickle = 8;
-
-  RelayReadSize(size_t full, size_t trickle) : full_(full), trickle_(trickle) {}
+  static_assert(Trickle < Full);
 
   bool trickling() const { return small_reads_ >= kSmallReadsToTrickle; }
-  size_t next() const { return trickling() ? trickle_ : full_; }
+  size_t next() const { return trickling() ? Trickle : Full; }
   /// A read of the stream brought `n` bytes.
   void Read(size_t n) {
-    if (n >= trickle_)
+    if (n >= Trickle)
       small_reads_ = 0;
     else if (small_reads_ < kSmallReadsToTrickle)
       ++small_reads_;
   }
+  /// While the stream trickles, gives `buf` back for one with room for a
+  /// trickle read beside what it holds (normally the last chunk's CRLF,
+  /// which Beast parses with the next chunk's size): a stream then waits
+  /// for its next token with a small buffer. A buffer already that small,
+  /// or holding a trickle read's worth of bytes, is kept.
+  void ShrinkWhileTrickling(boost::beast::flat_buffer& buf) const {
+    if (!trickling()) return;
+    const size_t want = buf.size() + Trickle;
+    if (buf.capacity() <= want || buf.size() >= Trickle) return;
+    boost::beast::flat_buffer small;
+    small.reserve(want);
+    small.commit(boost::asio::buffer_copy(small.prepare(buf.size()), buf.data()));
+    buf = std::move(small);
+  }
 
  private:
-  size_t full_;
-  size_t trickle_;
   uint32_t small_reads_ = kSmallReadsToTrickle;
 };
 

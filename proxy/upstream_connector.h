@@ -29,7 +29,7 @@ namespace geogate::proxy {
 /// Reserved per upstream connection for its head (pages are touched only as
 /// far as the bytes reach); a trickling stream gives it back (below).
 inline constexpr size_t kUpstreamReadBytes = 16 * 1024;
-/// What a trickling stream waits with (RelayReadSize, relay_parse.h says
+/// What a trickling stream waits with (BasicRelayReadSize, relay_parse.h says
 /// which streams trickle): a read into a buffer this small, the 16 KiB one
 /// freed while the stream waits for its next token, which is most of its
 /// life.

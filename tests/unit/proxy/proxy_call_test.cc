@@ -436,8 +436,8 @@ TEST_CASE("proxy call: a trickling stream waits with a small read buffer, a burs
   // Bytes queued up once: single tokens are read full-size for a while
   // (a stream whose reads alternate between backlog and one token does not
   // swap buffers on every read), and it trickles again after
-  // RelayReadSize::kSmallReadsToTrickle of them.
-  for (uint32_t i = 1; i < RelayReadSize::kSmallReadsToTrickle; ++i) {
+  // kSmallReadsToTrickle of them.
+  for (uint32_t i = 1; i < geogate::proxy::kSmallReadsToTrickle; ++i) {
     net::write(backend, net::buffer(TokenChunk("d" + std::to_string(i))));
     f.RunReady();
     CHECK(conn.buffer.capacity() >= kUpstreamReadBytes);
