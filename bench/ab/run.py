@@ -477,7 +477,9 @@ def wrk_rounds(variants: list[str], args, work: str) -> dict:
     try:
         for p, u in zip(up.values(), ups):
             wait_port(p, u, timeout=START_S)
-        with LogJanitor(work):  # no access log grows the page cache (LogJanitor says why)
+        # No access log grows the page cache (LogJanitor says why), unless
+        # --logs-grow asks to see what that costs.
+        with LogJanitor(work, limit=(1 << 62) if args.logs_grow else 4 << 20):
             for rnd in range(args.rounds):
                 for v in variants:
                     for row, figs in measure_wrk(v, args, work, up, bodies).items():
@@ -555,6 +557,9 @@ def main() -> int:
                     help="wrk tool: rows (post, burst; ROW:N for N connections instead of --wrk-conns)")
     ap.add_argument("--wrk-conns", type=int, default=64, help="wrk tool: connections")
     ap.add_argument("--no-build", action="store_true", help="use the build-ab/ binaries as they are")
+    ap.add_argument("--logs-grow", action="store_true",
+                    help="wrk tool: let the gateways' access logs grow for the whole run instead of "
+                         "emptying them past 4 MiB (bench/gatewaylib.py LogJanitor)")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the run directories (logs, dumps)")
     ap.add_argument("--without-base", action="store_true",
