@@ -154,13 +154,13 @@ class LogJanitor:
     thread that empties every file named `name` under `root` once it holds
     more than `limit` bytes, checking every `period` seconds.
 
-    Why: on a VM whose host takes back the memory the guest frees (free page
-    reporting; this project's 2-core machine is such a Firecracker guest),
-    each page a growing page cache takes for the first time costs a fault on
-    the host, charged to the writer's CPU time. A log that grows by GBs in a
-    run then costs its writer up to 11 x more CPU per MiB than one whose
-    pages are reused, depending on how much memory the run touched before
-    (bench/RESULTS.md, "Why geogate's CPU per request moved between runs").
+    Why: on this project's 2-core machine (a Firecracker guest whose balloon
+    reports freed memory to the host), a page cache that grows into pages it
+    never had costs the writing thread up to 11 x more CPU per MiB than one
+    whose pages are reused, and how much more depends on what the memory
+    went through before; a host fault per such page is the mechanism that
+    fits (bench/RESULTS.md, "Why geogate's CPU per request moved between
+    runs").
     A long-running server's page cache does not grow: it reuses pages it
     reclaims. Emptied files give the same steady state to every contender.
 
