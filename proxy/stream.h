@@ -30,8 +30,6 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
-#include "proxy/ready_set.h"
-
 #ifdef GEOGATE_TEST_TRANSPORT
 #include <boost/assert.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
@@ -85,20 +83,12 @@ class Stream {
     return *tls_;
   }
 
-  /// Plain TCP: from now on async_read_raw reads through the ready set
-  /// `e` was added to (proxy/ready_set.h), trying the socket only when it
-  /// can have bytes. `e` must outlive this stream's socket.
-  void UseReadySet(ReadySet::Entry* e) {
-    if (plain_ && e->set() != nullptr) ready_ = e;
-  }
-
   /// Closes the connection: a pending operation ends with an error (what
   /// the Watchdog and a client's disconnect do to a stream).
   void close() {
 #ifdef GEOGATE_TEST_TRANSPORT
     if (test_) return test_->close();
 #endif
-    CancelReadySetRead();
     lowest().close();
   }
   /// Ends every pending operation with an error but leaves the connection
@@ -109,7 +99,6 @@ class Stream {
 #ifdef GEOGATE_TEST_TRANSPORT
     if (test_) return test_->close_remote();
 #endif
-    CancelReadySetRead();
     boost::system::error_code ec;
     lowest().cancel(ec);
   }
@@ -124,18 +113,13 @@ class Stream {
   }
 
   /// One read straight from the socket (TLS: the TLS stream), as
-  /// async_read_some; through the ready set after UseReadySet (into the
-  /// first buffer of `buffers` only).
+  /// async_read_some.
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_raw(const MutableBufferSequence& buffers, ReadToken&& token) {
 #ifdef GEOGATE_TEST_TRANSPORT
     if (test_) return test_->async_read_some(buffers, std::forward<ReadToken>(token));
 #endif
     if (tls_) return tls_->async_read_some(buffers, std::forward<ReadToken>(token));
-    if (ready_ != nullptr)
-      return ready_->set()->AsyncRead(*ready_, plain_->native_handle(),
-                                      net::mutable_buffer(*net::buffer_sequence_begin(buffers)),
-                                      std::forward<ReadToken>(token));
     return plain_->async_read_some(buffers, std::forward<ReadToken>(token));
   }
 
@@ -169,7 +153,6 @@ class Stream {
 #ifdef GEOGATE_TEST_TRANSPORT
     if (test_) return;
 #endif
-    CancelReadySetRead();
     boost::system::error_code ec;
     lowest().cancel(ec);
   }
@@ -223,12 +206,7 @@ class Stream {
   }
 
  private:
-  void CancelReadySetRead() {
-    if (ready_ != nullptr) ready_->set()->Cancel(*ready_);
-  }
-
   std::optional<Socket> plain_;
-  ReadySet::Entry* ready_ = nullptr;  // UseReadySet's
   std::optional<TlsStream> tls_;
 #ifdef GEOGATE_TEST_TRANSPORT
   std::optional<beast::test::stream> test_;

@@ -37,8 +37,6 @@ inline constexpr size_t kUpstreamTrickleReadBytes = 512;
 
 struct UpstreamConn {
   explicit UpstreamConn(Stream&& s) : stream(std::move(s)) { buffer.reserve(kUpstreamReadBytes); }
-  // Before the stream: it must outlive the socket (ReadySet::Entry).
-  ReadySet::Entry ready;  // the stream's place in its worker's ready set, if it has one
   Stream stream;
   beast::flat_buffer buffer;  // bytes read past the last response (normally none)
   std::string key;

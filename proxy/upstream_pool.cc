@@ -76,24 +76,9 @@ UpstreamConnPtr UpstreamPool::TakeIdle(std::string_view key, health::MonotonicTi
     // a reused connection found closed is retried on a fresh one anyway
     // (ProxyCall::Attempt, IsStaleConnectionError).
     if (idle >= kCheckIdleAfter && !LooksAlive(*c)) continue;
-    UseReadySet(*c);
     return c;
   }
   return nullptr;
-}
-
-// A connection joins the ready set when it is first reused, not when it is
-// made: one the pool cannot keep (more in flight than pool_max_idle) is
-// closed after one exchange, and adding it to a second epoll set, then
-// taking it out of both at its close, cost more than the empty read it
-// saves (bench/RESULTS.md, "Backend reads that wait for readiness").
-void UpstreamPool::UseReadySet(UpstreamConn& c) {
-#ifndef GEOGATE_AB_NO_READY_SET
-  if (c.ready.set() != nullptr || c.stream.is_tls()) return;
-  if (ready_.Add(c.ready, c.stream.lowest().native_handle())) c.stream.UseReadySet(&c.ready);
-#else
-  (void)c;
-#endif
 }
 
 void UpstreamPool::Release(UpstreamConnPtr conn, health::MonotonicTime now, uint32_t max_idle) {

@@ -37,9 +37,7 @@ class UpstreamPool final : public UpstreamConnector {
 
   // UpstreamConnector
   /// Finds the connection by the backend's state key, built in a buffer the
-  /// pool keeps rather than a new string per request. A plain connection
-  /// reused for the first time joins the worker's ready set
-  /// (proxy/ready_set.h) from then on.
+  /// pool keeps rather than a new string per request.
   UpstreamConnPtr TakeIdle(const config::Backend& backend, health::MonotonicTime now,
                            health::Millis idle_timeout) override;
   /// A connection with bytes buffered past its last response is closed
@@ -55,27 +53,19 @@ class UpstreamPool final : public UpstreamConnector {
   void Sweep(health::MonotonicTime now, health::Millis idle_timeout);
   void Clear();
   /// Before the io_context goes: host-name lookups still running are
-  /// abandoned (they post nothing back), and reads waiting in the ready set
-  /// are destroyed with it (ReadySet::Shutdown).
-  void Abandon() {
-    resolver_.Abandon();
-    ready_.Shutdown();
-  }
-  /// Where plain connections wait for their backend's bytes.
-  const ReadySet& ready_set() const { return ready_; }
+  /// abandoned (they post nothing back).
+  void Abandon() { resolver_.Abandon(); }
   size_t idle_count() const;
 
  private:
   UpstreamConnPtr TakeIdle(std::string_view key, health::MonotonicTime now,
                            health::Millis idle_timeout);
-  void UseReadySet(UpstreamConn& c);
   net::io_context& ioc_;
   const health::TimeSource& time_;  // connect deadlines
   health::TimerFactory& timers_;
   absl::flat_hash_map<std::string, std::vector<UpstreamConnPtr>> idle_;
   std::string key_scratch_;
   UpstreamResolver resolver_;
-  ReadySet ready_{ioc_};
 };
 
 }  // namespace geogate::proxy

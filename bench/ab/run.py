@@ -10,7 +10,6 @@ Each trick has its switch in its own file, a compile definition:
   NO_ASIO_FRAMES  common/asio_frames.h coroutine frames from Asio's cache
   NO_BLOCK_CACHE  common/block_cache.h block-cache users go to malloc
   NO_BULK_QUEUE   common/bulk_queue.h  relays run from the ready queue
-  NO_READY_SET    proxy/ready_set.h    every backend read tries the socket
 
 and one variant that is not a trick switched off but another reactor
 (issue #20): Asio's io_uring backend for every socket, timer and
@@ -79,8 +78,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VARIANTS = ("base", "NO_TRY_SEND", "NO_ASIO_FRAMES", "NO_BLOCK_CACHE", "NO_BULK_QUEUE",
-            "NO_READY_SET", "IO_URING")
+VARIANTS = ("base", "NO_TRY_SEND", "NO_ASIO_FRAMES", "NO_BLOCK_CACHE", "NO_BULK_QUEUE", "IO_URING")
 # Variants that are not a GEOGATE_AB_ compile definition: their CMake flags.
 CMAKE_VARIANTS = {"IO_URING": ["-DCMAKE_CXX_FLAGS=-DBOOST_ASIO_HAS_IO_URING -DBOOST_ASIO_DISABLE_EPOLL",
                                "-DCMAKE_CXX_STANDARD_LIBRARIES=-luring"]}
