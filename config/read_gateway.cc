@@ -245,7 +245,8 @@ void ReadUpstream(TableReader& gw, Draft& d) {
   t->SetMillis("drain_timeout_ms", u.drain_timeout, 0);
   t->SetInt("retry_budget_percent", u.retry_budget_percent, 0, 100);
   t->SetInt("retry_budget_min", u.retry_budget_min, 0);
-  t->SetInt("pool_max_idle", u.pool_max_idle, 0);
+  if (auto v = t->Integer("pool_max_idle", 0, std::numeric_limits<uint32_t>::max()))
+    u.pool_max_idle = static_cast<uint32_t>(v->value);
   t->SetMillis("pool_idle_timeout_ms", u.pool_idle_timeout, 1);
   t->SetInt("relay_batch", u.relay_batch, 1, 4096);
   t->ReportUnknownKeys();

@@ -102,9 +102,11 @@ struct Upstream {
   Millis drain_timeout{30000};
   uint32_t retry_budget_percent = 20;  // retries <= this share of active requests
   uint32_t retry_budget_min = 3;       // ... but always at least this many
-  uint32_t pool_max_idle = 64;         // idle keep-alive conns per backend per worker
-  Millis pool_idle_timeout{30000};     // an idle pooled conn older than this is closed
-  uint32_t relay_batch = 16;           // relays a worker runs between polls under load
+  // Idle keep-alive conns kept per backend per worker; unset: the
+  // backend's capacity, the most requests it is given at once.
+  std::optional<uint32_t> pool_max_idle;
+  Millis pool_idle_timeout{30000};  // an idle pooled conn older than this is closed
+  uint32_t relay_batch = 16;        // relays a worker runs between polls under load
 };
 
 struct Gateway {

@@ -602,7 +602,11 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
   bool reusable = false;
   AttemptResult rr = co_await Relay(backend, *conn, *parser, first, reusable);
   watch_.Target(nullptr);
-  if (reusable) worker_.upstreams().Release(std::move(conn), Now(), up_cfg_.pool_max_idle);
+  // As many idle as the backend can have requests in flight (its
+  // capacity): fewer, and every request over that number would pay a
+  // connect, a close and a TIME_WAIT (docs/configuration.md).
+  if (reusable)
+    worker_.upstreams().Release(std::move(conn), Now(), up_cfg_.pool_max_idle.value_or(b.capacity));
   co_return rr;
 }
 

@@ -34,7 +34,9 @@ MODELS = {"fast": "llama-3.1-8b", "tls": "llama-3.1-8b", "sse": "sse", "burst": 
           "paced": "paced", "probe": "probe", "long": "long"}
 #: Tokens per SSE response in the sse and burst lanes.
 SSE_TOKENS = 64
-#: Idle upstream keep-alive connections per worker, equal for every proxy.
+#: NGINX's idle upstream keep-alive connections per worker (`keepalive`,
+#: off unless set). geogate's pool is at its default (a backend's capacity,
+#: unbounded in these configs) and HAProxy's is unbounded by default.
 POOL = 1024
 #: What every client sends: a documentation address the geo fixture puts in
 #: DE (EU), so geogate looks it up and applies the EU residency rule.

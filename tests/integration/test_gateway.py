@@ -411,11 +411,14 @@ class ScriptedBackend(InProcessServer):
         self.answer = answer
         self.completions = 0
         self.connections = 0
+        self.completion_connections = 0  # connections that carried a completion
+        self.lock = threading.Lock()
         backend = self
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self):
-                backend.connections += 1
+                with backend.lock:
+                    backend.connections += 1
                 rfile = self.request.makefile("rb")
                 n = 0
                 while True:
@@ -434,7 +437,9 @@ class ScriptedBackend(InProcessServer):
                         self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
                         continue
                     n += 1
-                    backend.completions += 1
+                    with backend.lock:
+                        backend.completions += 1
+                        backend.completion_connections += n == 1
                     pieces = backend.answer(n)
                     if pieces is None:
                         return  # closes the connection without a byte
@@ -445,8 +450,12 @@ class ScriptedBackend(InProcessServer):
                             return
                         self.request.sendall(piece)
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self.serve(socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler))
+        class Server(socketserver.ThreadingTCPServer):
+            allow_reuse_address = True
+            daemon_threads = True
+            request_queue_size = 256  # bursts of connects (UpstreamPoolTest)
+
+        self.serve(Server(("127.0.0.1", 0), Handler))
 
 
 def completion_answer(content: str = "hi") -> bytes:
@@ -521,6 +530,41 @@ class UpstreamFramingTest(GatewayTestCase):
         gw = self.gateway_for(backend)
         self.assert_answers(gw, "first", times=3)
         self.assertEqual(backend.completions, 3)
+
+
+class UpstreamPoolTest(GatewayTestCase):
+    def test_more_requests_in_flight_than_64_reuse_their_backend_connections(self):
+        # By default a worker keeps as many idle connections to a backend as
+        # the backend's capacity lets it have in flight: waves of 120
+        # concurrent requests to a backend of capacity 120 open 120
+        # connections once, not 56 more per wave (the old default kept 64
+        # and closed the rest, so every request over 64 in flight paid a
+        # connect, a close and a TIME_WAIT).
+        answer = completion_answer("pooled")
+        cut = answer.index(b"\r\n\r\n")
+        backend = ScriptedBackend(lambda n: [answer[:cut], answer[cut:]]).start(self)  # 50 ms apart
+        in_flight, waves = 120, 3
+        cfg = GatewayConfig(workers=1).region("r1").backend(backend, "r1", capacity=in_flight)
+        gw = self.start_gateway(cfg)
+        for _ in range(waves):
+            start = threading.Barrier(in_flight)
+            results: list = []
+
+            def one():
+                start.wait(timeout=10)
+                results.append(post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                         timeout=30)[0])
+
+            threads = [threading.Thread(target=one) for _ in range(in_flight)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            self.assertEqual(results, [200] * in_flight)
+        self.assertEqual(backend.completions, in_flight * waves)
+        # Each wave's requests overlap (the backend holds each for 50 ms), so
+        # the first opens up to 120; the later two find them all pooled.
+        self.assertLessEqual(backend.completion_connections, in_flight)
 
 
 class DrainTest(GatewayTestCase):
