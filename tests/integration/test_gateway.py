@@ -410,15 +410,12 @@ class ScriptedBackend(InProcessServer):
         # empty last piece closes it after the others.
         self.answer = answer
         self.completions = 0
-        self.connections = 0
         self.completion_connections = 0  # connections that carried a completion
         self.lock = threading.Lock()
         backend = self
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self):
-                with backend.lock:
-                    backend.connections += 1
                 rfile = self.request.makefile("rb")
                 n = 0
                 while True:
