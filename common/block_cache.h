@@ -6,10 +6,10 @@
 // glibc's per-thread cache keeps seven blocks per 16-byte size, fewer than
 // one request's fields or frames need once a worker interleaves many
 // requests, and the rest went through malloc's slower paths. Here a block
-// is ordinary operator-new memory rounded up to a size class (64 to 1024
-// bytes), so a block freed on another thread simply joins that thread's
-// list; each list keeps at most kMaxCachedBytes of blocks and larger
-// requests go straight to operator new.
+// is ordinary operator-new memory rounded up to a size class (every 64
+// bytes from 64 to 1024), so a block freed on another thread simply joins
+// that thread's list; each list keeps at most kMaxCachedBytes of blocks and
+// larger requests go straight to operator new.
 //
 // Header-only: every program that runs coroutines allocates their frames
 // here (common/asio_frames.h is included into every translation unit),
@@ -36,19 +36,28 @@ namespace block_cache {
 // Per size class and thread. Enough for the churn of 64 streams finishing
 // and starting in one pass of a worker (each holds a dozen field blocks
 // and a few coroutine frames); a cap of 256 blocks per class spilled 2.6
-// field blocks per SSE request to malloc under wrk -c64. At most 1.5 MiB
-// per thread in its six lists.
+// field blocks per SSE request to malloc under wrk -c64.
 inline constexpr std::size_t kMaxCachedBytes = 256 * 1024;
-inline constexpr std::array<std::size_t, 6> kClassBytes{64, 128, 256, 512, 768, 1024};
-inline constexpr std::size_t kLargestBlock = kClassBytes.back();  // larger: operator new
+// Classes every 64 bytes: a block is at most 63 bytes larger than asked.
+// With the classes doubling (64, 128, 256, 512, then 768 and 1024), what
+// every connection holds paid for the rounding: Session::Run's 416-byte
+// frame and Asio's 448-byte spawn frame took 512 bytes each, the 944-byte
+// Session 1024, and an open stream lost 0.8 KiB in all (bench/RESULTS.md,
+// "Size classes every 64 bytes").
+inline constexpr std::size_t kClassStep = 64;
+inline constexpr std::size_t kLargestBlock = 1024;  // larger: operator new
+inline constexpr std::size_t kClasses = kLargestBlock / kClassStep;
 
 namespace detail {
 
 /// The class serving `bytes`, or -1 when larger than every class.
 constexpr int ClassOf(std::size_t bytes) {
-  for (std::size_t c = 0; c < kClassBytes.size(); ++c)
-    if (bytes <= kClassBytes[c]) return static_cast<int>(c);
-  return -1;
+  if (bytes > kLargestBlock) return -1;
+  return bytes == 0 ? 0 : static_cast<int>((bytes - 1) / kClassStep);
+}
+/// The size of class `c`'s blocks.
+constexpr std::size_t ClassBytes(int c) {
+  return (static_cast<std::size_t>(c) + 1) * kClassStep;
 }
 
 struct FreeBlock {
@@ -58,8 +67,8 @@ struct FreeBlock {
 // Trivially destructible, so it stays usable after the thread's Drain ran
 // (a block freed later in the thread's exit goes back to operator delete).
 struct Lists {
-  std::array<FreeBlock*, kClassBytes.size()> head;
-  std::array<uint32_t, kClassBytes.size()> count;
+  std::array<FreeBlock*, kClasses> head;
+  std::array<uint32_t, kClasses> count;
   bool registered;
   bool closed;
 };
@@ -68,7 +77,7 @@ inline thread_local Lists t_lists{};
 // Returns the thread's cached blocks when the thread ends.
 struct Drain {
   ~Drain() {
-    for (std::size_t c = 0; c < kClassBytes.size(); ++c) {
+    for (std::size_t c = 0; c < kClasses; ++c) {
       while (FreeBlock* b = t_lists.head[c]) {
         t_lists.head[c] = b->next;
         ::operator delete(b);
@@ -95,7 +104,7 @@ inline void* Allocate(std::size_t bytes) {
     --l.count[c];
     return b;
   }
-  return ::operator new(kClassBytes[c]);
+  return ::operator new(detail::ClassBytes(c));
 }
 
 /// `bytes` as given to Allocate.
@@ -111,7 +120,7 @@ inline void Deallocate(void* p, std::size_t bytes) noexcept {
     return;
   }
   detail::Lists& l = detail::t_lists;
-  if (l.closed || l.count[c] >= kMaxCachedBytes / kClassBytes[c]) {
+  if (l.closed || l.count[c] >= kMaxCachedBytes / detail::ClassBytes(c)) {
     ::operator delete(p);
     return;
   }
@@ -136,7 +145,7 @@ inline std::size_t CachedBlocks() {
 /// How many blocks of the class serving `bytes` a thread keeps (for tests).
 inline std::size_t MaxCached(std::size_t bytes) {
   int c = detail::ClassOf(bytes);
-  return c < 0 ? 0 : kMaxCachedBytes / kClassBytes[c];
+  return c < 0 ? 0 : kMaxCachedBytes / detail::ClassBytes(c);
 }
 
 }  // namespace block_cache

@@ -28,6 +28,26 @@ TEST_CASE("block cache: a freed block is the next one of its size class", "[bloc
   block_cache::Deallocate(c, 65);
 }
 
+TEST_CASE("block cache: a block is at most 63 bytes larger than asked", "[block_cache]") {
+  // The sizes a waiting connection holds: Session::Run's frame (416
+  // bytes) and Asio's spawn frame (448) share the 448-byte class, where
+  // doubling classes gave each a 512-byte block.
+  void* a = block_cache::Allocate(416);
+  block_cache::Deallocate(a, 416);
+  void* b = block_cache::Allocate(448);
+  CHECK(b == a);
+  void* c = block_cache::Allocate(449);  // the 512-byte class
+  CHECK(c != a);
+  block_cache::Deallocate(b, 448);
+  block_cache::Deallocate(c, 449);
+  // Every class is a multiple of 64 bytes up to kLargestBlock.
+  CHECK(block_cache::MaxCached(1) == block_cache::kMaxCachedBytes / 64);
+  CHECK(block_cache::MaxCached(600) == block_cache::kMaxCachedBytes / 640);
+  CHECK(block_cache::MaxCached(block_cache::kLargestBlock) ==
+        block_cache::kMaxCachedBytes / block_cache::kLargestBlock);
+  CHECK(block_cache::MaxCached(block_cache::kLargestBlock + 1) == 0);
+}
+
 TEST_CASE("block cache: large blocks are not kept", "[block_cache]") {
   size_t cached = block_cache::CachedBlocks();
   void* big = block_cache::Allocate(4096);
