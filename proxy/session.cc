@@ -238,16 +238,74 @@ void Session::StartWaiting(health::Millis timeout, bool first) {
   // The read buffer went back to the pool: an idle connection holds only
   // first_read_. A read into it queues without a system call, like one into
   // the buffer, where a wait for readability (no buffer at all) would cost
-  // Asio an epoll_ctl per request.
+  // Asio an epoll_ctl per request; a parked connection pays that once.
   buffer_.shrink_to_fit();
+  if (first_read_ == nullptr) first_read_ = common::MakePooled<FirstRead>();
+}
+
+bool Session::RequestPark() {
+  if (!owned_ || !waiting_ || closed_ || park_ || parked_) return false;
+  if (!stream_->cancel_plain()) return false;
+  park_ = true;
+  return true;
+}
+
+void Session::Park(common::PooledPtr<Session> self) {
+  park_ = false;
+  parked_ = true;
+  first_read_.reset();
+  worker_.metrics().connections_parked++;
+  WaitParked(std::move(self));
+}
+
+// Still waiting: the deadline set by StartWaiting stands, and closing the
+// stream (the deadline, Close, a drain) ends this wait, and with its
+// handler the session. A wait for readability re-arms the socket in epoll
+// (Asio's epoll_ctl), once per idle spell, and the read it saves Run's
+// frames for is the same one system call as an asynchronous read's.
+void Session::WaitParked(common::PooledPtr<Session> self) {
+  Stream::Socket& socket = stream_->lowest();
+  socket.async_wait(net::socket_base::wait_read,
+                    [self = std::move(self)](boost::system::error_code ec) mutable {
+                      Unpark(std::move(self), ec);
+                    });
+}
+
+void Session::Unpark(common::PooledPtr<Session> self, boost::system::error_code ec) {
+  Session& s = *self;
+  size_t n = 0;
+  if (!ec && !s.closed_) {
+    n = s.stream_->TryReadNow(s.buffer_.prepare(kClientReadBytes), ec);
+    if (ec == net::error::would_block) {  // woken with nothing to read
+      s.buffer_.shrink_to_fit();
+      s.WaitParked(std::move(self));
+      return;
+    }
+  }
+  s.parked_ = false;
+  if (!s.closed_ && s.TakeRead(ec, n)) {
+    net::co_spawn(s.worker_.ioc(), s.Run(std::move(self), /*resumed=*/true), net::detached);
+    return;
+  }
+  // As Run ends a plain connection whose client went.
+  if (!s.closed_) s.stream_->shutdown_send();
 }
 
 bool Session::TakeFirstRead(boost::system::error_code ec, size_t n) {
+  if (!ec) {
+    auto space = buffer_.prepare(kClientReadBytes);  // from the pool
+    std::memcpy(space.data(), first_read_->bytes, n);
+  }
+  return TakeRead(ec, n);
+}
+
+bool Session::TakeRead(boost::system::error_code ec, size_t n) {
   waiting_ = false;
   watchdog_.Disarm();
-  if (ec) return false;
-  auto space = buffer_.prepare(kClientReadBytes);  // from the pool
-  std::memcpy(space.data(), first_read_, n);
+  if (ec) {
+    buffer_.shrink_to_fit();  // back to the pool
+    return false;
+  }
   buffer_.commit(n);
   // A larger request's rest is read by ReadHeader or ReadBody, under their
   // deadlines.
@@ -327,36 +385,50 @@ class InProgress {
 };
 }  // namespace
 
-net::awaitable<void> Session::Run(common::PooledPtr<Session> /*self*/) {
-  if (spec_.proxy_protocol && !co_await ReadProxyHeader()) {
-    worker_.metrics().proxy_protocol_failures++;
-    co_return;
+net::awaitable<void> Session::Run(common::PooledPtr<Session> self, bool resumed) {
+  owned_ = self != nullptr;
+  if (!resumed) {
+    if (spec_.proxy_protocol && !co_await ReadProxyHeader()) {
+      worker_.metrics().proxy_protocol_failures++;
+      co_return;
+    }
+    if (refusal_) {
+      co_await Refuse(*refusal_);
+      co_return;
+    }
+    if (!AdmitClient()) {
+      co_await Refuse(ErrorKind::kIpConnectionLimit);
+      co_return;
+    }
+    if (spec_.tls && !co_await Handshake()) co_return;
   }
-  if (refusal_) {
-    co_await Refuse(*refusal_);
-    co_return;
-  }
-  if (!AdmitClient()) {
-    co_await Refuse(ErrorKind::kIpConnectionLimit);
-    co_return;
-  }
-  if (spec_.tls && !co_await Handshake()) co_return;
 
-  // This frame is what a connection keeps while it waits for its client:
-  // only the loop. A request's parser, message and the awaiters of its
-  // answers live in ServeRequest's frame, which exists only while a
-  // request is being read and served, and the first read of the next one
-  // is awaited here rather than in a coroutine of its own.
-  bool first = true;
+  // This frame is what a connection keeps while it waits for its client,
+  // until it parks (RequestPark): only the loop. A request's parser,
+  // message and the awaiters of its answers live in ServeRequest's frame,
+  // which exists only while a request is being read and served, and the
+  // first read of the next one is awaited here rather than in a coroutine
+  // of its own.
+  bool first = !resumed;
   Served served = Served::kClose;
   while (!closed_) {
-    SetIdle(true);
-    if (buffer_.size() == 0) {
-      if (!worker_.accepting()) break;
-      const config::Limits& idle_limits = (*worker_.CurrentRuntime())->config->gateway.limits;
-      StartWaiting(first ? idle_limits.header_timeout : idle_limits.idle_timeout, first);
-      auto [ec, n] = co_await stream_->async_read_some(net::buffer(first_read_), kUseTuple);
-      if (!TakeFirstRead(ec, n)) break;
+    if (resumed) {
+      resumed = false;  // the parked read brought this request's first bytes
+    } else {
+      SetIdle(true);
+      if (buffer_.size() == 0) {
+        if (!worker_.accepting()) break;
+        const config::Limits& idle_limits = (*worker_.CurrentRuntime())->config->gateway.limits;
+        StartWaiting(first ? idle_limits.header_timeout : idle_limits.idle_timeout, first);
+        auto [ec, n] =
+            co_await stream_->async_read_some(net::buffer(first_read_->bytes), kUseTuple);
+        if (ec == net::error::operation_aborted && park_ && !closed_) {
+          Park(std::move(self));  // this frame goes; the parked read calls Run again
+          co_return;
+        }
+        park_ = false;  // the read completed before RequestPark's cancel reached it
+        if (!TakeFirstRead(ec, n)) break;
+      }
     }
     SetIdle(false);
     first = false;

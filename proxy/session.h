@@ -63,13 +63,24 @@ class Session : public IdleHook {
   /// session in a block of the worker's block cache (SpawnSession): Run's
   /// frame owns it, so a connection is one cached block and one frame,
   /// not a frame of its own holding the session (over 1 KiB: a malloc).
-  net::awaitable<void> Run(common::PooledPtr<Session> self = {});
+  /// @param resumed a parked connection whose client sent again: its first
+  ///        bytes are buffered, and the set-up (PROXY header, TLS) is done.
+  net::awaitable<void> Run(common::PooledPtr<Session> self = {}, bool resumed = false);
 
   // ---- used by the worker (drain) ----------------------------------------
   /// True while waiting for the next request on a keep-alive connection.
   bool idle() const { return idle_; }
   /// Closes the socket; pending operations end with operation_aborted.
   void Close();
+  /// Asks a connection that waits for its client to give up its coroutine
+  /// frames (about 1.1 KiB) until the client sends again: Run ends, and a
+  /// read with a small handler of its own (which owns the session) starts
+  /// Run again when bytes arrive. Deadlines, Close and drain apply as
+  /// before. Only a plain TCP connection that Run owns can park.
+  /// @return whether it will park.
+  bool RequestPark();
+  /// True while parked (or about to be).
+  bool parking() const { return park_ || parked_; }
   /// After a reload: a connection waiting for its next request gets the
   /// deadline `limits` give it, counted from when it went idle.
   void ApplyLimits(const config::Limits& limits);
@@ -123,11 +134,15 @@ class Session : public IdleHook {
   void SetIdle(bool idle);
   net::awaitable<bool> Handshake();
   /// Before Run waits for the client's next bytes: the deadline, and the
-  /// read buffer back to the pool (the wait reads into first_read_ only).
+  /// read buffer back to the pool (the wait reads into first_read_ only,
+  /// taken here when the connection has none).
   void StartWaiting(health::Millis timeout, bool first);
   /// After that read: moves its `n` bytes into a buffer from the worker's
   /// pool. @return false when the read failed (the connection ends).
   bool TakeFirstRead(boost::system::error_code ec, size_t n);
+  /// After a read of `n` bytes into buffer_'s prepared space: ends the
+  /// wait. @return false when the read failed (the connection ends).
+  bool TakeRead(boost::system::error_code ec, size_t n);
   /// How a request left the connection.
   enum class Served {
     kKeep,    // open for the next request
@@ -147,6 +162,15 @@ class Session : public IdleHook {
   net::awaitable<boost::system::error_code> ReadBody(RequestParser& parser,
                                                      health::Millis body_timeout);
   net::awaitable<void> LingeringClose();
+  /// Run's wait was cancelled by RequestPark: gives first_read_ back and
+  /// waits for the client's next bytes with a handler that owns the
+  /// session (`self`) instead of Run's frames.
+  void Park(common::PooledPtr<Session> self);
+  /// The parked wait (again after a wake-up that found nothing to read).
+  void WaitParked(common::PooledPtr<Session> self);
+  /// The parked connection became readable: reads what arrived and runs
+  /// Run again, or ends the connection.
+  static void Unpark(common::PooledPtr<Session> self, boost::system::error_code ec);
 
   Worker& worker_;
   ListenerSpec spec_;
@@ -157,8 +181,14 @@ class Session : public IdleHook {
   ReadBuffer buffer_;
   // Where a waiting connection reads the first bytes of its next request:
   // all of a small one (a chat request with a short prompt), so the wait
-  // costs 512 bytes instead of a 4 KiB buffer and no extra read.
-  char first_read_[kFirstReadBytes];
+  // costs 512 bytes instead of a 4 KiB buffer and no extra read. A block
+  // of the block cache, taken by the first wait and kept until the
+  // connection parks (a parked one waits for readability without a buffer).
+  struct FirstRead {
+    FirstRead() {}  // NOLINT: the bytes stay uninitialised
+    char bytes[kFirstReadBytes];
+  };
+  common::PooledPtr<FirstRead> first_read_;
   Watchdog watchdog_;
   bool idle_ = true;
   bool closed_ = false;
@@ -166,6 +196,9 @@ class Session : public IdleHook {
   // (header_timeout) or a next one (idle_timeout).
   bool waiting_ = false;
   bool waiting_first_ = false;
+  bool owned_ = false;   // Run owns the session (SpawnSession): it may park
+  bool park_ = false;    // RequestPark cancelled Run's wait
+  bool parked_ = false;  // Run ended; the parked read owns the session
   WatchdogClock::time_point waiting_since_{};
   std::optional<ErrorKind> refusal_;  // set: answer 503 and close
   routing::IpAddr client_ip_;         // counted in ConnectionsPerIp when counted_ip_

@@ -19,6 +19,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <cerrno>
+
 #include <array>
 #include <chrono>
 #include <memory>
@@ -104,6 +106,19 @@ class Stream {
   }
   /// Sends a FIN: no more bytes from this side (TLS: the caller sends
   /// close_notify first). The test kind closes.
+  /// Cancels what is pending on a plain TCP connection: a waiting
+  /// connection's read completes with operation_aborted, having read
+  /// nothing. @return false, and nothing cancelled, for TLS (its read may
+  /// hold part of a record) and in-memory streams.
+  bool cancel_plain() {
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) return false;
+#endif
+    if (tls_) return false;
+    boost::system::error_code ec;
+    plain_->cancel(ec);
+    return !ec;
+  }
   void shutdown_send() {
 #ifdef GEOGATE_TEST_TRANSPORT
     if (test_) return test_->close();
@@ -185,6 +200,33 @@ class Stream {
     msg.msg_iovlen = n;
     ssize_t sent = ::sendmsg(plain_->native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     return sent > 0 ? static_cast<size_t>(sent) : 0;
+  }
+
+  /// Reads what a plain TCP socket holds now (a non-blocking recv) into
+  /// `into`: the bytes read, or an error (would_block when it holds
+  /// nothing, eof when the peer closed). TLS and in-memory streams:
+  /// operation_not_supported.
+  size_t TryReadNow(net::mutable_buffer into, boost::system::error_code& ec) {
+    ec = {};
+#ifdef GEOGATE_TEST_TRANSPORT
+    if (test_) {
+      ec = net::error::operation_not_supported;
+      return 0;
+    }
+#endif
+    if (tls_) {
+      ec = net::error::operation_not_supported;
+      return 0;
+    }
+    ssize_t n = ::recv(plain_->native_handle(), into.data(), into.size(), MSG_DONTWAIT);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0)
+      ec = net::error::eof;
+    else if (errno == EAGAIN || errno == EWOULDBLOCK)
+      ec = net::error::would_block;
+    else
+      ec.assign(errno, boost::system::system_category());
+    return 0;
   }
 
   template <class MutableBufferSequence, class ReadToken>

@@ -19,6 +19,11 @@ namespace geogate::proxy {
 namespace {
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
+// A connection idle this long parks (Session::RequestPark): it frees its
+// coroutine frames, and its client's next request pays for starting them
+// again (a spawn and one read more: a few microseconds, once per idle
+// spell). Clients that send back to back never wait this long.
+constexpr auto kParkAfter = std::chrono::milliseconds(100);
 // Refused connections are answered 503 while at most this many are being
 // answered on a worker; beyond it (a flood) they are closed at once, so
 // refusing cannot cost more descriptors than this.
@@ -156,9 +161,16 @@ void Worker::ScheduleHousekeeping() {
     if (ec) return;
     log_.Flush();
     const Runtime& rt = **runtime_.held();
-    pool_.Sweep(time_.monotonic(), rt.config->gateway.upstream.pool_idle_timeout);
+    const health::MonotonicTime now = time_.monotonic();
+    pool_.Sweep(now, rt.config->gateway.upstream.pool_idle_timeout);
+    ParkIdleSessions(now);
     ScheduleHousekeeping();
   });
+}
+
+void Worker::ParkIdleSessions(health::MonotonicTime now) {
+  idle_sessions_.TakeIdleSince(health::ToNanos(now - kParkAfter),
+                               [](IdleHook& h) { static_cast<Session&>(h).RequestPark(); });
 }
 
 net::awaitable<void> Worker::AcceptLoop(size_t index) {

@@ -132,6 +132,8 @@ class Worker {
   /// What follows adopting a runtime on this worker.
   void Adopted();
   void ScheduleHousekeeping();
+  /// Asks the connections idle for kParkAfter to park (once each).
+  void ParkIdleSessions(health::MonotonicTime now);
 
   size_t id_;
   ServerShared& shared_;

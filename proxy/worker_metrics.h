@@ -38,6 +38,7 @@ struct WorkerMetrics {
   uint64_t connections_rejected = 0;         // over max_connections, nothing idle to close
   uint64_t connections_rejected_per_ip = 0;  // over max_connections_per_ip
   uint64_t connections_evicted = 0;          // idle ones closed to make room under max_connections
+  uint64_t connections_parked = 0;           // idle ones that gave up their frames (RequestPark)
   uint64_t connections_idle = 0;  // a gauge: filled in when the worker's metrics are copied
   uint64_t header_timeouts = 0;   // 408 header_timeout
   uint64_t body_timeouts = 0;     // 408 body_timeout
@@ -69,6 +70,7 @@ struct WorkerMetrics {
     out.connections_rejected += connections_rejected;
     out.connections_rejected_per_ip += connections_rejected_per_ip;
     out.connections_evicted += connections_evicted;
+    out.connections_parked += connections_parked;
     out.connections_idle += connections_idle;
     out.header_timeouts += header_timeouts;
     out.body_timeouts += body_timeouts;

@@ -218,6 +218,8 @@ std::string FormatMetrics(const MetricsInputs& in) {
            static_cast<double>(m.connections_rejected + m.connections_rejected_per_ip));
   w.Sample("geogate_connections_total", {{"event", "evicted"}},
            static_cast<double>(m.connections_evicted));
+  w.Sample("geogate_connections_total", {{"event", "parked"}},
+           static_cast<double>(m.connections_parked));
   w.Family("geogate_connection_rejections_total", "counter",
            "New client connections answered 503 (or closed) by limit.");
   w.Sample("geogate_connection_rejections_total", {{"reason", "max_connections"}},

@@ -564,6 +564,81 @@ class UpstreamPoolTest(GatewayTestCase):
         self.assertLessEqual(backend.completion_connections, in_flight)
 
 
+class ParkedConnectionTest(GatewayTestCase):
+    """A keep-alive connection idle for 100 ms parks (it gives up its
+    coroutine frames until its client sends again): what it serves next, its
+    deadlines and a drain must not notice."""
+
+    def setUp(self):
+        sim = self.start_sim(ttft_ms=1, token_interval_ms=1, tokens=3)
+        cfg = GatewayConfig(workers=1).region("r1").backend(sim, "r1")
+        cfg.limits = {"idle_timeout_ms": 2000}
+        cfg.upstream = {"drain_delay_ms": 0}
+        self.gw = self.start_gateway(cfg)
+
+    def chat(self, conn: http.client.HTTPConnection) -> None:
+        conn.request("POST", "/v1/chat/completions", json.dumps(chat_body(MODEL)),
+                     {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(json.loads(r.read())["usage"]["completion_tokens"], 3)
+
+    def parked(self) -> float:
+        return self.gw.metric("geogate_connections_total", event="parked") or 0
+
+    def test_a_parked_connection_serves_its_next_requests(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=10)
+        self.chat(conn)
+        before = self.parked()
+        for i in range(3):
+            time.sleep(0.35)  # parked after 100-200 ms
+            self.chat(conn)
+            self.assertGreaterEqual(self.parked(), before + i + 1)
+        conn.close()
+
+    def test_a_head_that_arrives_in_pieces_after_parking_is_served(self):
+        with socket.create_connection(("127.0.0.1", self.gw.port), timeout=10) as s:
+            body = json.dumps(chat_body(MODEL)).encode()
+            head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                    ).encode()
+            time.sleep(0.35)
+            wait_until(lambda: self.parked() >= 1, 2, message="the idle connection did not park")
+            for piece in (head[:7], head[7:40], head[40:], body):
+                s.sendall(piece)
+                time.sleep(0.05)
+            reply = b""
+            while b'"completion_tokens":3' not in reply:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+            self.assertTrue(reply.startswith(b"HTTP/1.1 200 "), reply[:200])
+
+    def test_the_idle_deadline_still_closes_a_parked_connection(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=10)
+        self.chat(conn)
+        start = time.monotonic()
+        wait_until(lambda: self.parked() >= 1, 2, message="the idle connection did not park")
+        # Closed by the gateway at idle_timeout_ms (2 s), not by the 10 s above.
+        self.assertEqual(conn.sock.recv(1), b"")
+        self.assertGreater(time.monotonic() - start, 1.5)
+        conn.close()
+
+    def test_a_drain_closes_parked_connections_and_exits(self):
+        socks = [socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+                 for _ in range(5)]
+        try:
+            wait_until(lambda: self.parked() >= 5, 2, message="the idle connections did not park")
+            self.gw.signal(signal.SIGTERM)
+            for s in socks:
+                self.assertEqual(s.recv(1), b"")
+            self.assertEqual(self.gw.popen.wait(timeout=10), 0)
+        finally:
+            for s in socks:
+                s.close()
+
+
 class DrainTest(GatewayTestCase):
     def test_sigterm_lets_an_in_flight_stream_finish_then_exits_zero(self):
         sim = self.start_sim(tokens=25, token_interval_ms=40)

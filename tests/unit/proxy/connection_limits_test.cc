@@ -87,6 +87,58 @@ TEST_CASE("the idle list gives the connection idle longest, and publishes its ti
   CHECK(l.oldest_since_ns() == kNoIdle);
 }
 
+TEST_CASE("the idle list hands out each connection idle since a cutoff once, oldest first",
+          "[connection_limits]") {
+  Conn a(1), b(2), c(3), d(4);
+  IdleList l;
+  l.Push(a, 10);
+  l.Push(b, 20);
+  l.Push(c, 30);
+  std::vector<int> handed;
+  auto take = [&](int64_t cutoff) {
+    handed.clear();
+    l.TakeIdleSince(cutoff, [&](IdleHook& h) { handed.push_back(static_cast<Conn&>(h).id); });
+  };
+  take(5);
+  CHECK(handed.empty());
+  take(20);
+  CHECK(handed == std::vector<int>{1, 2});
+  CHECK(l.long_idle() == 2);
+  CHECK(l.size() == 3);
+  // Still idle, they are not handed out again; the next one is, when due.
+  take(30);
+  CHECK(handed == std::vector<int>{3});
+  take(1000);
+  CHECK(handed.empty());
+  // Those handed out are still the oldest, and leave from either list.
+  CHECK(OldestId(l) == 1);
+  CHECK(l.oldest_since_ns() == 10);
+  l.Push(d, 40);
+  l.Remove(a);
+  CHECK(OldestId(l) == 2);
+  CHECK(l.oldest_since_ns() == 20);
+  l.Remove(b);
+  l.Remove(c);
+  CHECK(l.long_idle() == 0);
+  CHECK(OldestId(l) == 4);
+  CHECK(l.oldest_since_ns() == 40);
+  // A connection idle again after a request starts over in the recent list.
+  l.Push(a, 50);
+  take(45);
+  CHECK(handed == std::vector<int>{4});
+  CHECK(OldestId(l) == 4);
+  take(50);
+  CHECK(handed == std::vector<int>{1});
+  // The callback may take the connection out of the list (a Close).
+  l.Push(b, 60);
+  l.TakeIdleSince(60, [&](IdleHook& h) { l.Remove(h); });
+  CHECK(l.size() == 2);
+  l.Remove(a);
+  l.Remove(d);
+  CHECK(l.empty());
+  CHECK(l.oldest_since_ns() == kNoIdle);
+}
+
 TEST_CASE("connections are counted per address up to the limit", "[connection_limits]") {
   ConnectionsPerIp counts;
   IpAddr a = *IpAddr::Parse("192.0.2.1");
