@@ -226,6 +226,7 @@ void ReadLimits(TableReader& gw, Draft& d) {
   t->SetInt("max_body_bytes", l.max_body_bytes, 1);
   t->SetMillis("header_timeout_ms", l.header_timeout, 1);
   t->SetMillis("idle_timeout_ms", l.idle_timeout, 1);
+  t->SetMillis("park_after_ms", l.park_after, 0);
   t->SetMillis("body_timeout_ms", l.body_timeout, 1);
   t->SetInt("max_connections", l.max_connections, 0);
   t->SetInt("max_connections_per_ip", l.max_connections_per_ip, 0);

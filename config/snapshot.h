@@ -87,6 +87,7 @@ struct Limits {
   uint64_t max_body_bytes = 4194304;
   Millis header_timeout{10000};  // total deadline for the request head
   Millis idle_timeout{60000};    // keep-alive idle between requests
+  Millis park_after{100};        // idle this long, a plain connection parks; 0 = never
   Millis body_timeout{30000};    // total deadline for the request body, from the end of its head
   uint32_t max_connections = 10000;     // per process; 0 = unlimited
   uint32_t max_connections_per_ip = 0;  // per client address, per process; 0 = unlimited

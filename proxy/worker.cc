@@ -19,11 +19,6 @@ namespace geogate::proxy {
 namespace {
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
-// A connection idle this long parks (Session::RequestPark): it frees its
-// coroutine frames, and its client's next request pays for starting them
-// again (a spawn and one read more: a few microseconds, once per idle
-// spell). Clients that send back to back never wait this long.
-constexpr auto kParkAfter = std::chrono::milliseconds(100);
 // Refused connections are answered 503 while at most this many are being
 // answered on a worker; beyond it (a flood) they are closed at once, so
 // refusing cannot cost more descriptors than this.
@@ -163,13 +158,18 @@ void Worker::ScheduleHousekeeping() {
     const Runtime& rt = **runtime_.held();
     const health::MonotonicTime now = time_.monotonic();
     pool_.Sweep(now, rt.config->gateway.upstream.pool_idle_timeout);
-    ParkIdleSessions(now);
+    ParkIdleSessions(now, rt.config->gateway.limits.park_after);
     ScheduleHousekeeping();
   });
 }
 
-void Worker::ParkIdleSessions(health::MonotonicTime now) {
-  idle_sessions_.TakeIdleSince(health::ToNanos(now - kParkAfter),
+// A connection idle for park_after parks (Session::RequestPark): it frees
+// its coroutine frames, and its client's next request pays for starting
+// them again, once per idle spell (bench/RESULTS.md, "Idle connections
+// park"). Clients that send back to back never wait this long.
+void Worker::ParkIdleSessions(health::MonotonicTime now, health::Millis park_after) {
+  if (park_after.count() == 0) return;
+  idle_sessions_.TakeIdleSince(health::ToNanos(now - park_after),
                                [](IdleHook& h) { static_cast<Session&>(h).RequestPark(); });
 }
 

@@ -132,8 +132,8 @@ class Worker {
   /// What follows adopting a runtime on this worker.
   void Adopted();
   void ScheduleHousekeeping();
-  /// Asks the connections idle for kParkAfter to park (once each).
-  void ParkIdleSessions(health::MonotonicTime now);
+  /// Asks the connections idle for `park_after` to park (once each).
+  void ParkIdleSessions(health::MonotonicTime now, health::Millis park_after);
 
   size_t id_;
   ServerShared& shared_;

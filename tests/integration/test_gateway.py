@@ -625,6 +625,18 @@ class ParkedConnectionTest(GatewayTestCase):
         self.assertGreater(time.monotonic() - start, 1.5)
         conn.close()
 
+    def test_park_after_0_never_parks(self):
+        sim = self.start_sim(name="b2", ttft_ms=1, token_interval_ms=1, tokens=3)
+        cfg = GatewayConfig(workers=1).region("r1").backend(sim, "r1")
+        cfg.limits = {"park_after_ms": 0}
+        gw = self.start_gateway(cfg)
+        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+        self.chat(conn)
+        time.sleep(0.5)
+        self.chat(conn)
+        conn.close()
+        self.assertEqual(gw.metric("geogate_connections_total", event="parked"), 0)
+
     def test_a_drain_closes_parked_connections_and_exits(self):
         socks = [socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
                  for _ in range(5)]

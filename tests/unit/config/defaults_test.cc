@@ -36,6 +36,7 @@ address = "127.0.0.1:8080"
   CHECK(g.limits.max_body_bytes == 4194304);
   CHECK(g.limits.header_timeout == Millis(10000));
   CHECK(g.limits.idle_timeout == Millis(60000));
+  CHECK(g.limits.park_after == Millis(100));
   CHECK(g.limits.body_timeout == Millis(30000));
   CHECK(g.limits.max_connections == 10000);
   CHECK(g.limits.max_connections_per_ip == 0);

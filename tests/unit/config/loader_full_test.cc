@@ -41,6 +41,7 @@ max_header_bytes = 32768
 max_body_bytes = 1048576
 header_timeout_ms = 5000
 idle_timeout_ms = 30000
+park_after_ms = 0
 body_timeout_ms = 15000
 max_connections = 20000
 max_connections_per_ip = 64
@@ -237,6 +238,7 @@ TEST_CASE("the full example loads with every value as written", "[config][loader
   CHECK(g.limits.max_body_bytes == 1048576);
   CHECK(g.limits.header_timeout == Millis(5000));
   CHECK(g.limits.idle_timeout == Millis(30000));
+  CHECK(g.limits.park_after == Millis(0));
   CHECK(g.limits.body_timeout == Millis(15000));
   CHECK(g.limits.max_connections == 20000);
   CHECK(g.limits.max_connections_per_ip == 64);
