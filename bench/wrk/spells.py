@@ -4,7 +4,7 @@ request costs the gateway after an idle spell (a parked connection is started
 again) against one that follows at once.
 
     bench/wrk/spells.py --gateway A/server/geogate[,B/server/geogate]
-                        [--conns 64] [--pause-ms 150] [--duration 10] [--rounds 3]
+                        [--conns 512] [--pause-ms 300] [--duration 10] [--rounds 3]
 
 Starts gpusim (`fast`: a 16-token answer at once) and, per round and binary
 (interleaved A, B, B, A, ...), a fresh one-worker gateway (bench/gatewaylib.py's
@@ -113,8 +113,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gateway", required=True, help="geogate binaries, comma-separated")
     ap.add_argument("--gpusim", help="geogate-gpusim binary (default build's)")
-    ap.add_argument("--conns", type=int, default=64)
-    ap.add_argument("--pause-ms", type=float, default=150)
+    ap.add_argument("--conns", type=int, default=512)
+    ap.add_argument("--pause-ms", type=float, default=300,
+                    help="between a client's requests (a connection parks after 100-200 ms)")
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="also write the rows to this file")
