@@ -43,7 +43,7 @@ inline constexpr std::size_t kMaxCachedBytes = 256 * 1024;
 // every connection holds paid for the rounding: Session::Run's 416-byte
 // frame and Asio's 448-byte spawn frame took 512 bytes each, the 944-byte
 // Session 1024, and an open stream lost 0.8 KiB in all (bench/RESULTS.md,
-// "Size classes every 64 bytes").
+// "Idle connections park").
 inline constexpr std::size_t kClassStep = 64;
 inline constexpr std::size_t kLargestBlock = 1024;  // larger: operator new
 inline constexpr std::size_t kClasses = kLargestBlock / kClassStep;

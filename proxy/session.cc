@@ -244,7 +244,9 @@ void Session::StartWaiting(health::Millis timeout, bool first) {
 }
 
 bool Session::RequestPark() {
-  if (!owned_ || !waiting_ || closed_ || park_ || parked_) return false;
+  // Parked already: waiting without a first-read block (StartWaiting takes
+  // one for every wait Run makes).
+  if (!owned_ || !waiting_ || first_read_ == nullptr || closed_ || park_) return false;
   if (!stream_->cancel_plain()) return false;
   park_ = true;
   return true;
@@ -252,7 +254,6 @@ bool Session::RequestPark() {
 
 void Session::Park(common::PooledPtr<Session> self) {
   park_ = false;
-  parked_ = true;
   first_read_.reset();
   worker_.metrics().connections_parked++;
   WaitParked(std::move(self));
@@ -282,7 +283,6 @@ void Session::Unpark(common::PooledPtr<Session> self, boost::system::error_code 
       return;
     }
   }
-  s.parked_ = false;
   if (!s.closed_ && s.TakeRead(ec, n)) {
     net::co_spawn(s.worker_.ioc(), s.Run(std::move(self), /*resumed=*/true), net::detached);
     return;

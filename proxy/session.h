@@ -73,14 +73,12 @@ class Session : public IdleHook {
   /// Closes the socket; pending operations end with operation_aborted.
   void Close();
   /// Asks a connection that waits for its client to give up its coroutine
-  /// frames (about 1.1 KiB) until the client sends again: Run ends, and a
-  /// read with a small handler of its own (which owns the session) starts
-  /// Run again when bytes arrive. Deadlines, Close and drain apply as
-  /// before. Only a plain TCP connection that Run owns can park.
-  /// @return whether it will park.
+  /// frames and first-read block (about 1.4 KiB) until the client sends
+  /// again: Run ends, and a wait for readability whose handler owns the
+  /// session starts Run again when bytes arrive. Deadlines, Close and
+  /// drain apply as before. Only a plain TCP connection that Run owns can
+  /// park. @return whether it will park.
   bool RequestPark();
-  /// True while parked (or about to be).
-  bool parking() const { return park_ || parked_; }
   /// After a reload: a connection waiting for its next request gets the
   /// deadline `limits` give it, counted from when it went idle.
   void ApplyLimits(const config::Limits& limits);
@@ -196,9 +194,8 @@ class Session : public IdleHook {
   // (header_timeout) or a next one (idle_timeout).
   bool waiting_ = false;
   bool waiting_first_ = false;
-  bool owned_ = false;   // Run owns the session (SpawnSession): it may park
-  bool park_ = false;    // RequestPark cancelled Run's wait
-  bool parked_ = false;  // Run ended; the parked read owns the session
+  bool owned_ = false;  // Run owns the session (SpawnSession): it may park
+  bool park_ = false;   // RequestPark cancelled Run's wait
   WatchdogClock::time_point waiting_since_{};
   std::optional<ErrorKind> refusal_;  // set: answer 503 and close
   routing::IpAddr client_ip_;         // counted in ConnectionsPerIp when counted_ip_
