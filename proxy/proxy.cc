@@ -777,7 +777,12 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
 size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
                                 boost::system::error_code& ec) {
   relay_lease_.Retake();
-  return ParseBufferedBody(parser, conn.buffer, relay_lease_.data(), kRelayBufferBytes, got, ec);
+  size_t n =
+      ParseBufferedBody(parser, conn.buffer, relay_lease_.data(), kRelayBufferBytes, got, ec);
+  // Nothing to relay: the buffer goes back at once, so an attempt waiting
+  // for its first body byte (a prefill may take seconds) does not hold one.
+  if (n == 0) relay_lease_.Return();
+  return n;
 }
 
 // One read from the backend into the connection's buffer, straight from the

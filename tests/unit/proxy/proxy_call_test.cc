@@ -370,6 +370,24 @@ TEST_CASE("proxy call: a stream waiting for its next token holds no relay buffer
   CHECK(f.worker.relay_buffers().idle() == 1);
 }
 
+TEST_CASE("proxy call: an attempt waiting for its first token holds no relay buffer",
+          "[proxy_call]") {
+  CallFixture f;
+  // The head without a body byte: a prefill that may take seconds. The
+  // relay buffer is taken to look for body bytes and given back at once.
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead()));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE_FALSE(f.done);
+  REQUIRE(f.connector.ends.size() == 1);
+  CHECK(f.worker.relay_buffers().idle() == 1);
+  test::stream& backend = *f.connector.ends[0].remote;
+  net::write(backend, net::buffer(TokenChunk("Hel") + "0\r\n\r\n"));
+  f.RunReady();
+  REQUIRE(f.done);
+  CHECK(f.ClientGot().find("\"Hel\"") != std::string::npos);
+  CHECK(f.worker.relay_buffers().idle() == 1);
+}
+
 TEST_CASE("proxy call: a long stream's token gaps reach the histogram in batches", "[proxy_call]") {
   // The observer holds at most a batch of gaps, not one per token for the
   // stream's life: full batches go to the histogram as the stream flows,
