@@ -240,7 +240,7 @@ void ReadUpstream(TableReader& gw, Draft& d) {
   t->SetMillis("connect_timeout_ms", u.connect_timeout, 1);
   t->SetMillis("first_token_timeout_ms", u.first_token_timeout, 1);
   t->SetMillis("stream_idle_timeout_ms", u.stream_idle_timeout, 1);
-  t->SetInt("max_attempts", u.max_attempts, 1, 10);
+  t->SetInt("max_attempts", u.max_attempts, 1, kMaxAttempts);
   t->SetMillis("retry_deadline_ms", u.retry_deadline, 1);
   t->SetMillis("drain_delay_ms", u.drain_delay, 0);
   t->SetMillis("drain_timeout_ms", u.drain_timeout, 0);

@@ -93,6 +93,9 @@ struct Limits {
   uint32_t max_connections_per_ip = 0;  // per client address, per process; 0 = unlimited
 };
 
+/// The most attempts one request may make (upstream.max_attempts).
+inline constexpr uint32_t kMaxAttempts = 10;
+
 struct Upstream {
   Millis connect_timeout{500};
   Millis first_token_timeout{30000};  // to the first response body byte

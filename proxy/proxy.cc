@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <span>
+#include <utility>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -83,18 +84,30 @@ net::awaitable<void> SleepFor(health::TimerFactory& timers, health::Millis d) {
       net::use_awaitable);
 }
 
-// Counts a request against a backend's in-flight total (process-wide).
+// Counts a request against a backend's in-flight total (process-wide),
+// from its attempt's start to the end of its relay (Run moves it there).
 class InflightGuard {
  public:
-  explicit InflightGuard(health::BackendState& s) : s_(s) {
-    s_.inflight.fetch_add(1, std::memory_order_relaxed);
+  InflightGuard() = default;
+  explicit InflightGuard(health::BackendState& s) : s_(&s) {
+    s_->inflight.fetch_add(1, std::memory_order_relaxed);
   }
-  ~InflightGuard() { s_.inflight.fetch_sub(1, std::memory_order_relaxed); }
-  InflightGuard(const InflightGuard&) = delete;
-  InflightGuard& operator=(const InflightGuard&) = delete;
+  ~InflightGuard() { Reset(); }
+  InflightGuard(InflightGuard&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  InflightGuard& operator=(InflightGuard&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      s_ = std::exchange(o.s_, nullptr);
+    }
+    return *this;
+  }
 
  private:
-  health::BackendState& s_;
+  void Reset() {
+    if (s_ != nullptr) s_->inflight.fetch_sub(1, std::memory_order_relaxed);
+    s_ = nullptr;
+  }
+  health::BackendState* s_ = nullptr;
 };
 
 // Watches the client socket while the request is with a backend. A client
@@ -186,6 +199,25 @@ struct AttemptResult {
   unsigned upstream_status = 0;
 };
 
+// A committed attempt's result (its relay's).
+AttemptResult Relayed(bool keep_alive) {
+  AttemptResult r;
+  r.committed = true;
+  r.keep_alive = keep_alive;
+  return r;
+}
+
+// The exchange of an attempt that committed (its response head came, with
+// a status below 500): Attempt fills it and returns, Run has Relay relay the
+// body. A stream's lifetime holds Run's and Relay's frames, not Attempt's.
+struct CommittedExchange {
+  UpstreamConnPtr conn;  // null until an attempt commits
+  common::PooledPtr<ResponseParser> parser;
+  InflightGuard inflight;  // the backend's in-flight count, until the relay ends
+  size_t first = 0;        // body bytes in the relay buffer already
+  bool reusable = false;   // set by Relay: the connection may serve another request
+};
+
 // A broken exchange: a malformed response is the backend's protocol error,
 // anything else a reset. A passed deadline never gets here: the Watchdog
 // closed the socket, and ExchangeFailed reads why from it.
@@ -206,9 +238,9 @@ bool IsStaleConnectionError(const boost::system::error_code& ec) {
 
 class ProxyCall {
  public:
-  ProxyCall(RequestContext& ctx, const RequestBody& body)
+  ProxyCall(RequestContext& ctx, common::PooledPtr<RequestBody> body)
       : ctx_(ctx),
-        body_(body),
+        body_(std::move(body)),
         worker_(ctx.worker),
         shared_(ctx.worker.shared()),
         up_cfg_(ctx.cfg.gateway.upstream),
@@ -233,10 +265,25 @@ class ProxyCall {
   void BuildUpstreamRequest();
   void BuildAttemptHead(const config::Backend& b);
   void ReleaseRequestCopies();
-  net::awaitable<AttemptResult> Attempt(size_t backend, Clock::time_point deadline);
+  /// One attempt at `backend`, its result in `r`. The result is the
+  /// caller's (Run's `last`), not the value of the awaitable: that would
+  /// be one more copy of it in Run's frame, which a stream holds.
+  net::awaitable<void> Attempt(size_t backend, Clock::time_point deadline, AttemptResult& r);
   AttemptResult ExchangeFailed(boost::system::error_code ec);
-  net::awaitable<AttemptResult> Relay(size_t backend, UpstreamConn& conn, ResponseParser& parser,
-                                      size_t first_bytes, bool& upstream_reusable);
+  /// Relays the body of exchange_ (committed by Attempt) to the client;
+  /// the result in `r`, as Attempt's.
+  net::awaitable<void> Relay(size_t backend, AttemptResult& r);
+  /// After Relay: the connection back to the pool when it may serve again.
+  void EndExchange(size_t backend);
+  /// The backend failed (`ec`) after the client got the head: the response
+  /// can no longer be retried. An SSE client (`sse_chunked`: an SSE body
+  /// the gateway frames) gets one error event and a clean end of the
+  /// chunked body; anything else is cut so it cannot be mistaken for
+  /// complete (so is an SSE stream whose client has part of an event: the
+  /// error event would be read as its rest). Not in Relay: its locals would
+  /// be in Relay's frame for every stream's life.
+  net::awaitable<void> StreamBroke(size_t backend, boost::system::error_code ec,
+                                   SseObserver& observer, bool sse_chunked, AttemptResult& r);
   net::awaitable<boost::system::error_code> SendRest(Stream& s,
                                                      std::span<const net::const_buffer> bufs,
                                                      size_t sent);
@@ -272,7 +319,7 @@ class ProxyCall {
                                                         ReadResult read);
 
   RequestContext& ctx_;
-  const RequestBody& body_;
+  common::PooledPtr<RequestBody> body_;  // until BuildUpstreamRequest made up_body_
   Worker& worker_;
   ServerShared& shared_;
   const config::Upstream& up_cfg_;
@@ -295,6 +342,7 @@ class ProxyCall {
   // Taken when body bytes are parsed into it (DrainBuffered), given back
   // while a flowing stream waits for its backend with nothing in it.
   common::BufferPool::Lease relay_lease_;
+  CommittedExchange exchange_;
   ClientWriter client_out_;  // everything the client gets of a relayed response
 };
 
@@ -393,7 +441,8 @@ void ProxyCall::BuildUpstreamRequest() {
   // The Responses API always reports usage and has no include_usage option
   // (OpenAI refuses unknown parameters): its body is left alone.
   std::optional<common::PooledString> rewritten =
-      body_.Rewrite(ctx_.model_name(), /*request_usage=*/!ctx_.responses_api());
+      body_->Rewrite(ctx_.model_name(), /*request_usage=*/!ctx_.responses_api());
+  body_.reset();
   // The client's body is not needed again (its size is already recorded):
   // move it rather than copy up to max_body_bytes per request.
   if (rewritten)
@@ -434,19 +483,28 @@ void ProxyCall::ReleaseRequestCopies() {
 }
 
 net::awaitable<bool> ProxyCall::Run(common::PooledPtr<ProxyCall> /*self*/) {
-  routing::Decision decision;
-  if (!co_await Select(decision)) co_return ctx_.status != 499 && ctx_.req.keep_alive();
+  // The backends the attempts may use, best first: a copy of the decision's
+  // plan, cut at max_attempts (config: at most kMaxAttempts). The decision
+  // itself (328 bytes) is in a cached block only while selecting: in this
+  // frame, which a stream holds for its whole life, it would cost that.
+  std::array<uint32_t, config::kMaxAttempts> plan{};
+  size_t max_attempts = 0;
+  {
+    common::PooledPtr<routing::Decision> decision = common::MakePooled<routing::Decision>();
+    if (!co_await Select(*decision)) co_return ctx_.status != 499 && ctx_.req.keep_alive();
+    max_attempts = std::min<size_t>({up_cfg_.max_attempts, decision->plan.size(), plan.size()});
+    std::copy_n(decision->plan.begin(), max_attempts, plan.begin());
+  }
   BuildUpstreamRequest();
 
   auto deadline = ctx_.start + up_cfg_.retry_deadline;
   AttemptResult last;
-  size_t max_attempts = std::min<size_t>(up_cfg_.max_attempts, decision.plan.size());
   // Active requests size the retry budget; a retry holds a slot until done.
   health::RetryBudget::RequestGuard budget_request;
   if (shared_.retry_budget != nullptr) budget_request = shared_.retry_budget->StartRequest();
   for (size_t i = 0; i < max_attempts; ++i) {
     if (Now() >= deadline) break;
-    size_t backend = decision.plan[i];
+    size_t backend = plan[i];
     if (i > 0) {
       // A retry: counted against the process-wide budget so a region-wide
       // failure does not multiply the load on what is left, unless the
@@ -465,7 +523,11 @@ net::awaitable<bool> ProxyCall::Run(common::PooledPtr<ProxyCall> /*self*/) {
     // prompt's prefill is legitimate); retries start only before the retry
     // deadline and are cut at it.
     if (ctx_.trace) BeginAttemptTrace(ctx_, Now());
-    last = co_await Attempt(backend, i == 0 ? Clock::time_point::max() : deadline);
+    co_await Attempt(backend, i == 0 ? Clock::time_point::max() : deadline, last);
+    if (exchange_.conn) {
+      co_await Relay(backend, last);
+      EndExchange(backend);
+    }
     if (ctx_.trace)
       EndAttemptTrace(ctx_, backend, i, last.committed,
                       last.error ? last.error->reason : FailureReason::kNone,
@@ -494,11 +556,12 @@ net::awaitable<bool> ProxyCall::FailAll(const AttemptResult& last) {
   co_return keep;
 }
 
-net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_point deadline) {
+net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadline,
+                                        AttemptResult& r) {
   const config::Backend& b = ctx_.cfg.backends[backend];
   health::BackendState& state = *ctx_.rt.backends[backend];
   InflightGuard inflight(state);
-  AttemptResult r;
+  r = {};
   auto t0 = Now();
 
   BuildAttemptHead(b);
@@ -516,11 +579,11 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
           b, ctx_.rt.backend_tls[backend], std::min(up_cfg_.connect_timeout, budget));
       if (watch_.gone()) {
         r.error = ProxyError::ClientGone();
-        co_return r;
+        co_return;
       }
       if (!cr.conn) {
         r.error = ProxyError::Upstream(cr.failure, std::move(cr.error));
-        co_return r;
+        co_return;
       }
       conn = std::move(cr.conn);
     }
@@ -555,7 +618,8 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
       reused = false;
       continue;
     }
-    co_return ExchangeFailed(ec);
+    r = ExchangeFailed(ec);
+    co_return;
   }
 
   r.upstream_status = parser->get().result_int();
@@ -563,7 +627,7 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     watch_.Target(nullptr);
     r.error = ProxyError::Upstream(FailureReason::kUpstream5xx,
                                    absl::StrCat(b.name, " answered ", r.upstream_status));
-    co_return r;  // the connection is dropped with its unread body
+    co_return;  // the connection is dropped with its unread body
   }
 
   // Hold the head until the first body bytes arrive (or the body is empty):
@@ -576,7 +640,10 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     body_ec = TakeUpstreamRead(*conn, *parser, read);
     if (!body_ec) first = DrainBuffered(*conn, *parser, 0, body_ec);
   }
-  if (body_ec) co_return ExchangeFailed(body_ec);
+  if (body_ec) {
+    r = ExchangeFailed(body_ec);
+    co_return;
+  }
   wd_.StopPolling();
   // Committed: a retry that got here is an ordinary request from now on.
   retry_slot_.reset();
@@ -598,16 +665,11 @@ net::awaitable<AttemptResult> ProxyCall::Attempt(size_t backend, Clock::time_poi
     if (learn) LearnTtft(backend, t0, t_first);
   }
   health::HealthService::ReportSuccess(state);
-
-  bool reusable = false;
-  AttemptResult rr = co_await Relay(backend, *conn, *parser, first, reusable);
-  watch_.Target(nullptr);
-  // As many idle as the backend can have requests in flight (its
-  // capacity): fewer, and every request over that number would pay a
-  // connect, a close and a TIME_WAIT (docs/configuration.md).
-  if (reusable)
-    worker_.upstreams().Release(std::move(conn), Now(), up_cfg_.pool_max_idle.value_or(b.capacity));
-  co_return rr;
+  exchange_.conn = std::move(conn);  // Run has Relay relay the body
+  exchange_.parser = std::move(parser);
+  exchange_.inflight = std::move(inflight);
+  exchange_.first = first;
+  co_return;
 }
 
 // Why an exchange failed before the client saw anything, so the attempt is
@@ -629,12 +691,51 @@ AttemptResult ProxyCall::ExchangeFailed(boost::system::error_code ec) {
   return r;
 }
 
-net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& conn,
-                                               ResponseParser& parser, size_t first,
-                                               bool& upstream_reusable) {
+net::awaitable<void> ProxyCall::StreamBroke(size_t backend, boost::system::error_code ec,
+                                            SseObserver& observer, bool sse_chunked,
+                                            AttemptResult& r) {
   const config::Backend& b = ctx_.cfg.backends[backend];
-  AttemptResult r;
-  r.committed = true;
+  FailureReason reason =
+      ec == beast::error::timeout ? FailureReason::kStreamIdle : FailureReason::kReset;
+  ReportFailure(backend, reason);
+  worker_.metrics().streams_interrupted++;
+  r = Relayed(/*keep_alive=*/false);
+  r.error = ProxyError::Upstream(reason, ec.message());
+  ctx_.outcome = observability::RequestOutcome::kInterrupted;
+  ctx_.error_code = "stream_interrupted";  // the code of the SSE error event
+  ctx_.upstream_error = health::FailureReasonName(reason);
+  if (sse_chunked && observer.at_event_end()) {
+    wd_.Disarm();  // its deadline was the backend's
+    std::string message =
+        absl::StrCat("backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason));
+    std::string event = ctx_.responses_api()
+                            ? ResponsesStreamErrorEvent(message, observer.responses_events())
+                            : StreamErrorEvent(message);
+    co_await client_out_.End(event);
+  } else {
+    ctx_.session.Close();
+  }
+  AccountTokens(backend, observer);
+}
+
+void ProxyCall::EndExchange(size_t backend) {
+  watch_.Target(nullptr);
+  CommittedExchange done = std::move(exchange_);
+  exchange_ = {};
+  // As many idle as the backend can have requests in flight (its
+  // capacity): fewer, and every request over that number would pay a
+  // connect, a close and a TIME_WAIT (docs/configuration.md).
+  if (done.reusable)
+    worker_.upstreams().Release(
+        std::move(done.conn), Now(),
+        up_cfg_.pool_max_idle.value_or(ctx_.cfg.backends[backend].capacity));
+}
+
+net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
+  UpstreamConn& conn = *exchange_.conn;
+  ResponseParser& parser = *exchange_.parser;
+  const size_t first = exchange_.first;
+  const config::Backend& b = ctx_.cfg.backends[backend];
   ReleaseRequestCopies();  // sent, and no other attempt will send them again
   auto& upstream_head = parser.get();
   bool client_http11 = ctx_.req.version() >= 11;
@@ -687,7 +788,10 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     bool written =
         WriteToClientNow(std::string_view(relay_lease_.data(), first), &head, observer, false);
     if (!written) written = co_await client_out_.Flush();
-    if (!written) co_return ClientLeft(backend, observer);
+    if (!written) {
+      r = ClientLeft(backend, observer);
+      co_return;
+    }
     got = 0;
     last_head = nullptr;
     head.Release();  // written: its block goes back for the rest of the stream
@@ -719,40 +823,21 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
     }
     if (ec && wd_.expired()) ec = beast::error::timeout;
     if (ec) {
-      if (watch_.gone()) co_return ClientLeft(backend, observer);
-      // The backend failed after the client got the head: the response can
-      // no longer be retried. An SSE client gets one error event and a clean
-      // end of the chunked body; anything else is cut so it cannot be
-      // mistaken for complete (so is an SSE stream whose client has part
-      // of an event: the error event would be read as its rest).
-      FailureReason reason =
-          ec == beast::error::timeout ? FailureReason::kStreamIdle : FailureReason::kReset;
-      ReportFailure(backend, reason);
-      worker_.metrics().streams_interrupted++;
-      r.error = ProxyError::Upstream(reason, ec.message());
-      r.keep_alive = false;
-      ctx_.outcome = observability::RequestOutcome::kInterrupted;
-      ctx_.error_code = "stream_interrupted";  // the code of the SSE error event
-      ctx_.upstream_error = health::FailureReasonName(reason);
-      if (sse && chunked && observer.at_event_end()) {
-        std::string message = absl::StrCat(
-            "backend ", b.name, " failed mid-stream: ", health::FailureReasonName(reason));
-        std::string event = ctx_.responses_api()
-                                ? ResponsesStreamErrorEvent(message, observer.responses_events())
-                                : StreamErrorEvent(message);
-        wd_.Disarm();  // its deadline was the backend's
-        co_await client_out_.End(event);
-      } else {
-        ctx_.session.Close();
+      if (watch_.gone()) {
+        r = ClientLeft(backend, observer);
+        co_return;
       }
-      AccountTokens(backend, observer);
-      co_return r;
+      co_await StreamBroke(backend, ec, observer, sse && chunked, r);
+      co_return;
     }
     if (got == 0 || parser.is_done()) continue;  // the last bytes go with the end
     bool written =
         WriteToClientNow(std::string_view(relay_lease_.data(), got), nullptr, observer, false);
     if (!written) written = co_await client_out_.Flush();
-    if (!written) co_return ClientLeft(backend, observer);
+    if (!written) {
+      r = ClientLeft(backend, observer);
+      co_return;
+    }
   }
   // The last bytes and the end of the body (observer.Finish, which also
   // reads a JSON body's usage), one write.
@@ -760,16 +845,18 @@ net::awaitable<AttemptResult> ProxyCall::Relay(size_t backend, UpstreamConn& con
       WriteToClientNow(std::string_view(relay_lease_.data(), got), last_head, observer, true);
   if (!ended) ended = co_await client_out_.Flush();
   if (!ended) {
-    if (!client_out_.data_reached()) co_return ClientLeft(backend, observer);
+    if (!client_out_.data_reached()) {
+      r = ClientLeft(backend, observer);
+      co_return;
+    }
     keep_alive = false;
     ctx_.outcome =
         observability::RequestOutcome::kClientClosed;  // the end of the body never reached it
   }
   wd_.Disarm();
   AccountTokens(backend, observer);
-  upstream_reusable = parser.keep_alive();
-  r.keep_alive = keep_alive;
-  co_return r;
+  exchange_.reusable = parser.keep_alive();
+  r = Relayed(keep_alive);
 }
 
 // Parses what the connection's buffer holds into the relay buffer after
@@ -876,8 +963,7 @@ AttemptResult ProxyCall::ClientLeft(size_t backend, SseObserver& sse) {
   worker_.metrics().client_disconnects++;
   ctx_.outcome = observability::RequestOutcome::kClientClosed;
   AccountTokens(backend, sse);
-  AttemptResult r;
-  r.committed = true;
+  AttemptResult r = Relayed(/*keep_alive=*/false);
   r.error = ProxyError::ClientGone();
   return r;
 }
@@ -891,10 +977,10 @@ void ProxyCall::AccountTokens(size_t backend, SseObserver& sse) {
   // GPU-seconds = stream wall time / capacity (the request's share of one
   // GPU); cost = GPU-seconds x cost_per_hour / 3600 (docs/showback.md).
   // Charged when the request ends (request_handler.cc), from this record.
-  ctx_.usage = accounting::MakeShowbackRecord(
+  ctx_.usage = common::MakePooled<accounting::ShowbackRecord>(accounting::MakeShowbackRecord(
       ctx_.cfg, backend, t ? std::string_view(t->name) : std::string_view(), ctx_.model_name(),
       sse.prompt_tokens(), sse.completion_tokens(), sse.estimated(),
-      std::chrono::duration<double>(Now() - sent_at_).count(), now_ms);
+      std::chrono::duration<double>(Now() - sent_at_).count(), now_ms));
 }
 
 }  // namespace
@@ -902,11 +988,11 @@ void ProxyCall::AccountTokens(size_t backend, SseObserver& sse) {
 // Allocated from the block cache: it must fit its largest class.
 static_assert(sizeof(ProxyCall) <= common::block_cache::kLargestBlock);
 
-net::awaitable<bool> ProxyRequest(RequestContext& ctx, const RequestBody& body) {
+net::awaitable<bool> ProxyRequest(RequestContext& ctx, common::PooledPtr<RequestBody> body) {
   // Off the session's coroutine frame, so idle connections stay small; the
   // relay buffer inside comes from the worker's pool.
   // Not a coroutine itself: Run's frame owns the call, one frame fewer.
-  common::PooledPtr<ProxyCall> call = common::MakePooled<ProxyCall>(ctx, body);
+  common::PooledPtr<ProxyCall> call = common::MakePooled<ProxyCall>(ctx, std::move(body));
   ProxyCall* p = call.get();
   return p->Run(std::move(call));
 }

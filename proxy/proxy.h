@@ -7,12 +7,15 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "common/block_cache.h"
 #include "proxy/request_body.h"
 #include "proxy/request_context.h"
 
 namespace geogate::proxy {
 
+/// Proxies the request of `ctx`, whose body `body` is (parsed; its block is
+/// freed once the request to the backend is made).
 /// @return whether the client connection stays open.
-net::awaitable<bool> ProxyRequest(RequestContext& ctx, const RequestBody& body);
+net::awaitable<bool> ProxyRequest(RequestContext& ctx, common::PooledPtr<RequestBody> body);
 
 }  // namespace geogate::proxy

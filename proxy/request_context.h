@@ -15,6 +15,7 @@
 #include "health/time_source.h"
 #include "observability/access_log.h"
 #include "proxy/session.h"
+#include "proxy/tenant_limits.h"
 #include "routing/geo_resolver.h"
 #include "routing/ip_addr.h"
 #include "routing/residency.h"
@@ -45,6 +46,7 @@ struct RequestContext {
   std::string client_ip_text;
   routing::GeoInfo geo;
   size_t tenant = kNoIndex;  // index into cfg.tenants
+  TenantSlot tenant_slot;    // the tenant's concurrency slot, held to the request's end
   routing::ResidencyDecision residency;
   bool residency_decided = false;  // ResolveGeo ran: the request counts in the metric
 
@@ -66,7 +68,9 @@ struct RequestContext {
   // The request-end record of the committed attempt (tokens, GPU-seconds,
   // cost), made once when its relay ends. At the request's end it is
   // charged (showback, metrics, the tenant's budget) and logged as it is.
-  std::optional<accounting::ShowbackRecord> usage;
+  // In a cached block (288 bytes), not in the context: a stream holds the
+  // context for its whole life, the record exists only at its end.
+  common::PooledPtr<accounting::ShowbackRecord> usage;
 
   const config::Tenant* tenant_config() const {
     return tenant == kNoIndex ? nullptr : &cfg.tenants[tenant];

@@ -137,29 +137,6 @@ std::optional<Refusal> ResidencyRefusal(const RequestContext& ctx) {
       "data residency policy allows no region for this request: " + ctx.residency.Reason(ctx.cfg)};
 }
 
-// Holds a tenant's concurrency slot for the request's life.
-class TenantSlot {
- public:
-  TenantSlot() = default;
-  TenantSlot(const TenantSlot&) = delete;
-  TenantSlot& operator=(const TenantSlot&) = delete;
-  ~TenantSlot() {
-    if (state_) state_->inflight.fetch_sub(1, std::memory_order_relaxed);
-  }
-  bool Acquire(TenantState& s, uint32_t max) {
-    uint32_t now = s.inflight.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (max != 0 && now > max) {
-      s.inflight.fetch_sub(1, std::memory_order_relaxed);
-      return false;
-    }
-    state_ = &s;
-    return true;
-  }
-
- private:
-  TenantState* state_ = nullptr;
-};
-
 boost::json::object ModelObject(std::string_view name) {
   return boost::json::object{
       {"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "geogate"}};
@@ -244,7 +221,7 @@ net::awaitable<bool> HandleModels(RequestContext& ctx) {
 // GET /v1/models/{id}: the model (by name or alias) when a backend in the
 // client's allowed set serves it, else 404 model_not_found, as OpenAI
 // answers for a model the key cannot use.
-net::awaitable<bool> HandleModel(RequestContext& ctx, const std::string& id) {
+net::awaitable<bool> HandleModel(RequestContext& ctx, std::string id) {
   if (!Authenticate(ctx))
     co_return co_await Fail(ctx, ErrorKind::kInvalidApiKey, "invalid or missing API key");
   ResolveGeo(ctx);
@@ -259,11 +236,25 @@ net::awaitable<bool> HandleModel(RequestContext& ctx, const std::string& id) {
   co_return co_await SendJson(ctx, std::move(body));
 }
 
-net::awaitable<bool> HandleInference(RequestContext& ctx) {
-  if (!Authenticate(ctx))
-    co_return co_await Fail(ctx, ErrorKind::kInvalidApiKey, "invalid or missing API key");
+// Why an inference request is refused: Fail's arguments, its own.
+struct Rejection {
+  ErrorKind kind;
+  std::string message;
+  int retry_after_s = -1;
+};
 
-  TenantSlot slot;
+net::awaitable<bool> Reject(RequestContext& ctx, Rejection r) {
+  co_return co_await Fail(ctx, r.kind, r.message, r.retry_after_s);
+}
+
+// on_request of an inference: the key, the tenant's limits (its
+// concurrency slot stays in ctx until the request ends), the body, the
+// model and residency. Not a coroutine, nor is HandleInference: the request
+// a backend serves holds no frame of theirs for its life.
+// @return the refusal; nothing, with `body` parsed, when the request goes on.
+std::optional<Rejection> AdmitInference(RequestContext& ctx, common::PooledPtr<RequestBody>& body) {
+  if (!Authenticate(ctx)) return Rejection{ErrorKind::kInvalidApiKey, "invalid or missing API key"};
+
   if (const config::Tenant* t = ctx.tenant_config()) {
     TenantState& state = *ctx.rt.tenants[ctx.tenant];
     if (t->requests_per_second > 0) {
@@ -271,8 +262,8 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
       if (!rd.allowed) {
         ctx.worker.metrics().tenant_rejections.Add({t->name, "rate"});
         int retry = static_cast<int>((rd.retry_after_ns + 999'999'999) / 1'000'000'000);
-        co_return co_await Fail(ctx, ErrorKind::kRateLimited, "tenant request rate limit exceeded",
-                                std::max(1, retry));
+        return Rejection{ErrorKind::kRateLimited, "tenant request rate limit exceeded",
+                         std::max(1, retry)};
       }
     }
     int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -280,38 +271,45 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
                          .count();
     if (ctx.rt.budgets[ctx.tenant]->Exceeded(now_ms)) {
       ctx.worker.metrics().tenant_rejections.Add({t->name, "budget"});
-      co_return co_await Fail(ctx, ErrorKind::kBudgetExceeded, "tenant monthly budget is spent",
-                              static_cast<int>(accounting::BudgetRetryAfterSeconds(now_ms)));
+      return Rejection{ErrorKind::kBudgetExceeded, "tenant monthly budget is spent",
+                       static_cast<int>(accounting::BudgetRetryAfterSeconds(now_ms))};
     }
-    if (!slot.Acquire(state, t->max_concurrent)) {
+    if (!ctx.tenant_slot.Acquire(state, t->max_concurrent)) {
       ctx.worker.metrics().tenant_rejections.Add({t->name, "concurrency"});
-      co_return co_await Fail(ctx, ErrorKind::kRateLimited,
-                              "tenant concurrent request limit exceeded", 1);
+      return Rejection{ErrorKind::kRateLimited, "tenant concurrent request limit exceeded", 1};
     }
   }
 
-  RequestBody body = RequestBody::Parse(ctx.req.body());
-  switch (body.facts().status) {
+  body = common::MakePooled<RequestBody>(RequestBody::Parse(ctx.req.body()));
+  const BodyFacts& facts = body->facts();
+  switch (facts.status) {
     case BodyFacts::Status::kOk:
       break;
     case BodyFacts::Status::kInvalidJson:
     case BodyFacts::Status::kNotObject:
-      co_return co_await Fail(ctx, ErrorKind::kInvalidJson, body.facts().error);
+      return Rejection{ErrorKind::kInvalidJson, facts.error};
     case BodyFacts::Status::kMissingModel:
-      co_return co_await Fail(ctx, ErrorKind::kMissingModel, body.facts().error);
+      return Rejection{ErrorKind::kMissingModel, facts.error};
   }
-  ctx.stream = body.facts().stream;
-  ctx.include_usage = body.facts().include_usage;
-  std::optional<size_t> model = ctx.cfg.FindModel(body.facts().model);
+  ctx.stream = facts.stream;
+  ctx.include_usage = facts.include_usage;
+  std::optional<size_t> model = ctx.cfg.FindModel(facts.model);
   if (!model || ctx.cfg.backends_by_model[*model].empty())
-    co_return co_await Fail(ctx, ErrorKind::kModelNotFound,
-                            "The model '" + std::string(body.facts().model) + "' does not exist");
+    return Rejection{ErrorKind::kModelNotFound,
+                     "The model '" + std::string(facts.model) + "' does not exist"};
   ctx.model = *model;
 
   ResolveGeo(ctx);
   if (std::optional<Refusal> refusal = ResidencyRefusal(ctx))
-    co_return co_await Fail(ctx, refusal->kind, refusal->message);
-  co_return co_await ProxyRequest(ctx, body);
+    return Rejection{refusal->kind, std::move(refusal->message)};
+  return std::nullopt;
+}
+
+net::awaitable<bool> HandleInference(RequestContext& ctx) {
+  common::PooledPtr<RequestBody> body;
+  if (std::optional<Rejection> rejection = AdmitInference(ctx, body))
+    return Reject(ctx, std::move(*rejection));
+  return ProxyRequest(ctx, std::move(body));
 }
 
 // on_request: routing looks at, and the backend gets, only the normalised
@@ -424,22 +422,13 @@ void Log(RequestContext& ctx) {
 // cache's largest class, and every request paid a malloc and a free for it.
 static_assert(sizeof(RequestContext) <= common::block_cache::kLargestBlock);
 
-net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned, Request& req) {
-  common::PooledPtr<RequestContext> owned =
-      common::MakePooled<RequestContext>(session, pinned, req);
-  RequestContext& ctx = *owned;
-  std::string_view rid = req["x-request-id"];
-  if (IsAcceptableRequestId(rid)) {
-    ctx.request_id.assign(rid);
-  } else {
-    GeneratedRequestId id = NewRequestId();
-    ctx.request_id.assign(id.data(), id.size());
-  }
-  ctx.bytes_in = req.body().size();
-  if (ctx.rt.tracer) StartRequestTrace(ctx);
-  ctx.worker.shared().active_requests.fetch_add(1, std::memory_order_relaxed);
+namespace {
 
-  bool keep = false;
+// Which answer a request gets (on_request). Not a coroutine: the one it
+// picks is the only frame below HandleRequest's, and a stream holds the
+// frames of its chain for its whole life.
+net::awaitable<bool> Dispatch(RequestContext& ctx) {
+  const Request& req = ctx.req;
   // HEAD is answered wherever GET is, without a body.
   const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
   // A models.retrieve target carries its id percent-encoded (an id may hold
@@ -447,27 +436,45 @@ net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned
   // the target rules for what goes upstream.
   std::optional<std::string> model_id = get ? ModelIdOfTarget(req.target()) : std::nullopt;
   if (model_id) ctx.path = req.target().substr(0, req.target().find('?'));
-  // The target first: it sets the path the access log records.
+  // The target first: it sets the path the access log records. The
+  // refusals' texts are literals: they outlive this function.
   std::string_view refusal = model_id ? std::string_view() : AcceptTarget(ctx);
-  if (!refusal.empty()) {
-    keep = co_await Fail(ctx, ErrorKind::kBadRequest, refusal);
-  } else if (std::optional<HeadRefusal> head_refusal =
-                 CheckRequestHead(req.base(), req.version())) {
-    keep = co_await Fail(ctx, head_refusal->kind, head_refusal->message);
-  } else if (PreflightVerdict preflight = Preflight(ctx);
-             preflight != PreflightVerdict::kNotPreflight) {
-    keep = co_await AnswerPreflight(ctx, preflight);
-  } else if (model_id) {
-    keep = co_await HandleModel(ctx, *model_id);
-  } else if (ctx.path == "/v1/models" && get) {
-    keep = co_await HandleModels(ctx);
-  } else if (req.method() == http::verb::post && ctx.path.starts_with("/v1/")) {
-    keep = co_await HandleInference(ctx);
+  if (!refusal.empty()) return Fail(ctx, ErrorKind::kBadRequest, refusal);
+  if (std::optional<HeadRefusal> head_refusal = CheckRequestHead(req.base(), req.version()))
+    return Fail(ctx, head_refusal->kind, head_refusal->message);
+  if (PreflightVerdict preflight = Preflight(ctx); preflight != PreflightVerdict::kNotPreflight)
+    return AnswerPreflight(ctx, preflight);
+  if (model_id) return HandleModel(ctx, std::move(*model_id));
+  if (ctx.path == "/v1/models" && get) return HandleModels(ctx);
+  if (req.method() == http::verb::post && ctx.path.starts_with("/v1/")) return HandleInference(ctx);
+  return Reject(ctx, Rejection{ErrorKind::kNotFound,
+                               "Unknown request URL: " + std::string(req.method_string()) + " " +
+                                   std::string(ctx.path)});
+}
+
+// The request's id, size and trace, and the count of active requests.
+// Not in HandleRequest: GCC keeps a coroutine's locals in its frame.
+void BeginRequest(RequestContext& ctx) {
+  std::string_view rid = ctx.req["x-request-id"];
+  if (IsAcceptableRequestId(rid)) {
+    ctx.request_id.assign(rid);
   } else {
-    keep = co_await Fail(
-        ctx, ErrorKind::kNotFound,
-        "Unknown request URL: " + std::string(req.method_string()) + " " + std::string(ctx.path));
+    GeneratedRequestId id = NewRequestId();
+    ctx.request_id.assign(id.data(), id.size());
   }
+  ctx.bytes_in = ctx.req.body().size();
+  if (ctx.rt.tracer) StartRequestTrace(ctx);
+  ctx.worker.shared().active_requests.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+net::awaitable<bool> HandleRequest(Session& session, const PinnedRuntime& pinned, Request& req) {
+  common::PooledPtr<RequestContext> owned =
+      common::MakePooled<RequestContext>(session, pinned, req);
+  RequestContext& ctx = *owned;
+  BeginRequest(ctx);
+  bool keep = co_await Dispatch(ctx);
   ctx.worker.shared().active_requests.fetch_sub(1, std::memory_order_relaxed);
   Log(ctx);
   co_return keep;

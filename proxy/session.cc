@@ -296,6 +296,7 @@ bool Session::TakeFirstRead(boost::system::error_code ec, size_t n) {
     auto space = buffer_.prepare(kClientReadBytes);  // from the pool
     std::memcpy(space.data(), first_read_->bytes, n);
   }
+  first_read_.reset();  // the next wait takes one again
   return TakeRead(ec, n);
 }
 
@@ -387,28 +388,15 @@ class InProgress {
 
 net::awaitable<void> Session::Run(common::PooledPtr<Session> self, bool resumed) {
   owned_ = self != nullptr;
-  if (!resumed) {
-    if (spec_.proxy_protocol && !co_await ReadProxyHeader()) {
-      worker_.metrics().proxy_protocol_failures++;
-      co_return;
-    }
-    if (refusal_) {
-      co_await Refuse(*refusal_);
-      co_return;
-    }
-    if (!AdmitClient()) {
-      co_await Refuse(ErrorKind::kIpConnectionLimit);
-      co_return;
-    }
-    if (spec_.tls && !co_await Handshake()) co_return;
-  }
+  if (!resumed && !co_await Open()) co_return;
 
   // This frame is what a connection keeps while it waits for its client,
-  // until it parks (RequestPark): only the loop. A request's parser,
-  // message and the awaiters of its answers live in ServeRequest's frame,
-  // which exists only while a request is being read and served, and the
-  // first read of the next one is awaited here rather than in a coroutine
-  // of its own.
+  // until it parks (RequestPark): only the loop. A request's parser and
+  // message are in cached blocks, the message alone while it is served; the
+  // awaiters of the answers to requests that cannot be read live in
+  // ReceiveRequest's frame, which is gone once the request is read. The
+  // first read of the next request is awaited here rather than in a
+  // coroutine of its own.
   bool first = !resumed;
   Served served = Served::kClose;
   while (!closed_) {
@@ -432,48 +420,81 @@ net::awaitable<void> Session::Run(common::PooledPtr<Session> self, bool resumed)
     }
     SetIdle(false);
     first = false;
-    served = co_await ServeRequest();
+    {
+      Received got = co_await ReceiveRequest();
+      served = got.served;
+      if (got.request) {
+        InProgress counted(worker_.requests_in_progress());
+        bool keep = co_await HandleRequest(*this, got.pinned, *got.request);
+        served = keep ? Served::kKeep : Served::kClose;
+      }
+    }  // the request, its parser and its runtime go before the next wait
     if (served != Served::kKeep) break;
     // The client sends its next request only once it has read this
     // response: a read now would find nothing (Asio tries it at once) and
     // cost a system call. While other requests keep the worker busy, let
     // their handlers run first; by then the next request is usually there.
     if (worker_.requests_in_progress() > 0 && buffer_.size() == 0 && !stream_->is_tls())
-      co_await net::post(stream_->get_executor(), net::use_awaitable);
+      co_await net::post(net::use_awaitable);  // to this coroutine's executor
   }
   if (closed_) co_return;
   if (served == Served::kLinger) {
     co_await LingeringClose();
-    co_return;
-  }
-  if (stream_->is_tls()) {
-    Guard(kTlsShutdownTimeout);
-    co_await stream_->tls().async_shutdown(kUseTuple);
-    watchdog_.Disarm();
+  } else if (stream_->is_tls()) {
+    co_await ShutdownTls();
   } else {
     stream_->shutdown_send();
   }
 }
 
-namespace {
-struct Parsing {
-  RequestParser parser;
-  Request req;
-};
-}  // namespace
+// Not in Run: their awaiters would be in Run's frame, which every open
+// connection holds.
+net::awaitable<bool> Session::Open() {
+  // Each co_await a statement of its own: written with co_awaits inside
+  // && and || conditions, this crashed under GCC 12 (at the frame's end,
+  // it destroyed an awaitable that the skipped co_await never made).
+  if (spec_.proxy_protocol) {
+    bool read = co_await ReadProxyHeader();
+    if (!read) {
+      worker_.metrics().proxy_protocol_failures++;
+      co_return false;
+    }
+  }
+  std::optional<ErrorKind> refusal = refusal_;
+  if (!refusal && !AdmitClient()) refusal = ErrorKind::kIpConnectionLimit;
+  if (refusal) {
+    co_await Refuse(*refusal);
+    co_return false;
+  }
+  if (!spec_.tls) co_return true;
+  bool shaken = co_await Handshake();
+  co_return shaken;
+}
 
-net::awaitable<Session::Served> Session::ServeRequest() {
+net::awaitable<void> Session::ShutdownTls() {
+  Guard(kTlsShutdownTimeout);
+  co_await stream_->tls().async_shutdown(kUseTuple);
+  watchdog_.Disarm();
+}
+
+Session::Received Session::Received::None(Served how) {
+  Received r;
+  r.served = how;
+  return r;
+}
+
+net::awaitable<Session::Received> Session::ReceiveRequest() {
   // The read limits of this request are those in force when its first
   // bytes arrived; its decision is made under the runtime current when
   // its head is complete (re-read below), however long it waited.
   PinnedRuntime reading = worker_.CurrentRuntime();
   const config::Limits& limits = (*reading)->config->gateway.limits;
 
-  // The parser and the request it makes in a cached block (512 bytes), not
-  // in this frame: with them the frame was 1.3 KiB, past the block cache's
-  // largest class, and cost a malloc per request.
-  common::PooledPtr<Parsing> parsing = common::MakePooled<Parsing>();
-  RequestParser& parser = parsing->parser;
+  // The parser (and the request it makes) in a cached block (288 bytes),
+  // not in this frame: with them the frame was 1.3 KiB, past the block
+  // cache's largest class, and cost a malloc per request.
+  common::PooledPtr<RequestParser> parsing = common::MakePooled<RequestParser>();
+  RequestParser& parser = *parsing;
   parser.header_limit(limits.max_header_bytes);
   parser.body_limit(limits.max_body_bytes);
   // Usually the whole request arrived with the read above: parse it from
@@ -485,14 +506,14 @@ net::awaitable<Session::Served> Session::ServeRequest() {
     if (ec == http::error::header_limit) {
       co_await SendError(nullptr, ErrorKind::kHeadersTooLarge,
                          "request headers exceed gateway.limits.max_header_bytes");
-      co_return Served::kLinger;
+      co_return Received::None(Served::kLinger);
     }
     if (ec == http::error::body_limit) {
       // An oversized Content-Length: Beast refuses it once the head is
       // complete, so the answer has the request's fields (CORS, version).
       co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
                          "request body exceeds gateway.limits.max_body_bytes");
-      co_return Served::kLinger;
+      co_return Received::None(Served::kLinger);
     }
     if (ec == beast::error::timeout) {
       // Beast consumes nothing until the head is complete: buffered bytes
@@ -502,15 +523,15 @@ net::awaitable<Session::Served> Session::ServeRequest() {
         co_await SendError(nullptr, ErrorKind::kHeaderTimeout,
                            "request headers not received within gateway.limits.header_timeout_ms");
       }
-      co_return Served::kClose;
+      co_return Received::None(Served::kClose);
     }
     if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
         ec != http::error::end_of_stream && ec != http::error::partial_message) {
       co_await SendError(nullptr, ErrorKind::kBadRequest,
                          std::string("malformed request: ") + ec.message());
-      co_return Served::kLinger;
+      co_return Received::None(Served::kLinger);
     }
-    co_return Served::kClose;
+    co_return Received::None(Served::kClose);
   }
   // The head is complete: this request is decided under the runtime
   // published last, even if a reload came while the head was arriving.
@@ -521,7 +542,7 @@ net::awaitable<Session::Served> Session::ServeRequest() {
   if (head.count(http::field::transfer_encoding) != 0 && !parser.chunked()) {
     co_await SendError(&head, ErrorKind::kBadRequest,
                        "Transfer-Encoding other than chunked is not accepted");
-    co_return Served::kLinger;
+    co_return Received::None(Served::kLinger);
   }
   if (!parser.is_done()) ec = ParseBuffered(parser, /*header_only=*/false);
   if (!ec && !parser.is_done()) ec = co_await ReadBody(parser, limits.body_timeout);
@@ -529,31 +550,31 @@ net::awaitable<Session::Served> Session::ServeRequest() {
     if (ec == http::error::body_limit) {
       co_await SendError(&parser.get(), ErrorKind::kBodyTooLarge,
                          "request body exceeds gateway.limits.max_body_bytes");
-      co_return Served::kLinger;
+      co_return Received::None(Served::kLinger);
     }
     if (ec == beast::error::timeout) {
       worker_.metrics().body_timeouts++;
       co_await SendError(&parser.get(), ErrorKind::kBodyTimeout,
                          "request body not received within gateway.limits.body_timeout_ms");
-      co_return Served::kLinger;
+      co_return Received::None(Served::kLinger);
     }
     if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
         ec != http::error::partial_message && ec != http::error::end_of_stream) {
       co_await SendError(&parser.get(), ErrorKind::kBadRequest,
                          std::string("malformed request body: ") + ec.message());
-      co_return Served::kLinger;
+      co_return Received::None(Served::kLinger);
     }
-    co_return Served::kClose;
+    co_return Received::None(Served::kClose);
   }
-  parsing->req = parser.release();
-  Request& req = parsing->req;
-  worker_.metrics().bytes_in += req.body().size();
+  // The message alone (128 bytes) is kept while the request is served,
+  // which may take minutes; the parser's block (448) goes now.
+  common::PooledPtr<Request> request = common::MakePooled<Request>(parser.release());
+  parsing.reset();
+  worker_.metrics().bytes_in += request->body().size();
   // A pipelined request keeps its bytes; otherwise the buffer goes back
   // to the pool while the request is served (a stream may take minutes).
   if (buffer_.size() == 0) buffer_.shrink_to_fit();
-  InProgress counted(worker_.requests_in_progress());
-  bool keep = co_await HandleRequest(*this, pinned, req);
-  co_return keep ? Served::kKeep : Served::kClose;
+  co_return Received{Served::kKeep, std::move(request), std::move(pinned)};
 }
 
 }  // namespace geogate::proxy

@@ -119,6 +119,11 @@ class Session : public IdleHook {
                                  uint64_t* bytes_out = nullptr);
 
  private:
+  /// A new connection's start: its PROXY header, its admission (a refusal
+  /// is answered) and its TLS handshake. @return whether it is served.
+  net::awaitable<bool> Open();
+  /// Sends a TLS connection's close_notify (under a short deadline).
+  net::awaitable<void> ShutdownTls();
   net::awaitable<bool> ReadProxyHeader();
   /// max_connections_per_ip: counts this connection for its client address
   /// (the PROXY source on such a listener). @return false when it is over
@@ -147,8 +152,20 @@ class Session : public IdleHook {
     kClose,   // close it (after a TLS close_notify)
     kLinger,  // an error answered before the request was read: lingering close
   };
-  /// Reads and serves one request whose first bytes are buffered.
-  net::awaitable<Served> ServeRequest();
+  /// What ReceiveRequest got: a request (`request`, to be decided under
+  /// `pinned`), or none, and how the connection goes on (`served`: the
+  /// request was refused or the client went while it was read).
+  struct Received {
+    Served served = Served::kClose;
+    common::PooledPtr<Request> request;
+    PinnedRuntime pinned;
+    static Received None(Served how);  // no request: the connection goes on `how`
+  };
+  /// Reads one request whose first bytes are buffered; answers a request
+  /// that cannot be read (too large, too slow, malformed) itself. Run then
+  /// serves the request (HandleRequest): this frame is gone by then, and a
+  /// stream does not hold it for its life.
+  net::awaitable<Received> ReceiveRequest();
   /// Feeds buffered bytes to the parser (stopping after the head when
   /// `header_only`); never reads. need_more is not an error.
   boost::system::error_code ParseBuffered(RequestParser& parser, bool header_only);
@@ -180,8 +197,10 @@ class Session : public IdleHook {
   // Where a waiting connection reads the first bytes of its next request:
   // all of a small one (a chat request with a short prompt), so the wait
   // costs 512 bytes instead of a 4 KiB buffer and no extra read. A block
-  // of the block cache, taken by the first wait and kept until the
-  // connection parks (a parked one waits for readability without a buffer).
+  // of the block cache, taken by each wait and given back when its bytes
+  // moved to buffer_ (a request in progress, a stream for minutes, does not
+  // hold it) or the connection parks (it waits for readability without a
+  // buffer).
   struct FirstRead {
     FirstRead() {}  // NOLINT: the bytes stay uninitialised
     char bytes[kFirstReadBytes];

@@ -22,6 +22,30 @@ struct TenantState {
 };
 using TenantStatePtr = std::shared_ptr<TenantState>;
 
+/// Holds a tenant's concurrency slot for the request's life.
+class TenantSlot {
+ public:
+  TenantSlot() = default;
+  TenantSlot(const TenantSlot&) = delete;
+  TenantSlot& operator=(const TenantSlot&) = delete;
+  ~TenantSlot() {
+    if (state_) state_->inflight.fetch_sub(1, std::memory_order_relaxed);
+  }
+  /// Takes a slot unless `max` (0: no limit) are taken. @return whether it did.
+  bool Acquire(TenantState& s, uint32_t max) {
+    uint32_t now = s.inflight.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (max != 0 && now > max) {
+      s.inflight.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    state_ = &s;
+    return true;
+  }
+
+ private:
+  TenantState* state_ = nullptr;
+};
+
 class TenantLimits {
  public:
   /// One state per snapshot tenant, in order. Reload-time only.

@@ -197,11 +197,13 @@ struct CallFixture {
     ctx->model = *model;
     ctx->residency = routing::DecideResidency(ctx->cfg, routing::GeoInfo{}, nullptr, {});
     ctx->residency_decided = true;
-    net::co_spawn(worker.ioc(), ProxyRequest(*ctx, *body), [this](std::exception_ptr e, bool keep) {
-      if (e) std::rethrow_exception(e);
-      done = true;
-      keep_alive = keep;
-    });
+    net::co_spawn(worker.ioc(),
+                  ProxyRequest(*ctx, common::MakePooled<RequestBody>(std::move(*body))),
+                  [this](std::exception_ptr e, bool keep) {
+                    if (e) std::rethrow_exception(e);
+                    done = true;
+                    keep_alive = keep;
+                  });
     RunReady();
   }
 
@@ -386,6 +388,27 @@ TEST_CASE("proxy call: an attempt waiting for its first token holds no relay buf
   REQUIRE(f.done);
   CHECK(f.ClientGot().find("\"Hel\"") != std::string::npos);
   CHECK(f.worker.relay_buffers().idle() == 1);
+}
+
+TEST_CASE("proxy call: a stream counts against its backend's in-flight total until it ends",
+          "[proxy_call]") {
+  CallFixture f;
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE_FALSE(f.done);
+  REQUIRE(f.connector.ends.size() == 1);
+  const auto& backends = f.ctx->rt.backends;
+  int64_t inflight = 0;
+  for (const auto& state : backends)
+    inflight += state->inflight.load();
+  CHECK(inflight == 1);  // relaying: Attempt has returned, its count has not
+  test::stream& backend = *f.connector.ends[0].remote;
+  net::write(backend, net::buffer(TokenChunk("lo") + "0\r\n\r\n"));
+  f.RunReady();
+  REQUIRE(f.done);
+  for (const auto& state : backends)
+    CHECK(state->inflight.load() == 0);
+  CHECK(f.connector.released == 1);  // the connection went back to the pool
 }
 
 TEST_CASE("proxy call: a long stream's token gaps reach the histogram in batches", "[proxy_call]") {
