@@ -377,8 +377,8 @@ net::awaitable<bool> ProxyCall::Select(routing::Decision& d) {
   routing::RequestFacts facts{ctx_.model, ctx_.tenant_config()};
   const auto select_start = Now();
   auto queue_deadline = select_start + ctx_.cfg.routing.queue_timeout;
-  for (;;) {
-    auto now = Now();
+  // The first decision at select_start: no clock read between the two.
+  for (Clock::time_point now = select_start;; now = Now()) {
     routing::LiveHealthView view(ctx_.rt.backends, health::ToNanos(now));
     d = routing::Decide(ctx_.cfg, facts, ctx_.residency.allowed, view, worker_.Random());
     if (d.outcome != routing::Outcome::kCapacity || now >= queue_deadline) break;
@@ -572,9 +572,12 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
   // recycles, so every attempt cost a malloc large enough to make glibc
   // consolidate its fast bins.
   common::PooledPtr<ResponseParser> parser;
+  // The clock as of the last wait: read again only after one (a connect, a
+  // stale connection's read), not several times in one synchronous stretch.
+  Clock::time_point now = t0;
   for (;;) {
     if (!conn) {
-      auto budget = Remaining(deadline, Now());
+      auto budget = Remaining(deadline, now);
       ConnectResult cr = co_await worker_.upstreams().Connect(
           b, ctx_.rt.backend_tls[backend], std::min(up_cfg_.connect_timeout, budget));
       if (watch_.gone()) {
@@ -586,6 +589,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
         co_return;
       }
       conn = std::move(cr.conn);
+      now = Now();
     }
     conn->uses++;
     watch_.Target(&conn->stream);
@@ -594,10 +598,10 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
     parser->header_limit(64 * 1024);
     // Until the first body byte: the first-token deadline, and a backend the
     // health checks take out of rotation meanwhile is abandoned at once.
-    auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline, Now()));
+    auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline, now));
     wd_.Disarm();
     wd_.PollHealth(&state, kHealthWatchPeriod, [this] { watch_.Start(); });
-    sent_at_ = Now();
+    sent_at_ = now;
     wd_.Guard(&conn->stream, sent_at_ + ttft_budget);
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
     boost::system::error_code ec;
@@ -616,6 +620,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
       wd_.Disarm();  // it points at the connection about to go
       conn.reset();
       reused = false;
+      now = Now();
       continue;
     }
     r = ExchangeFailed(ec);
@@ -931,8 +936,9 @@ net::awaitable<boost::system::error_code> ProxyCall::SendRest(
 
 bool ProxyCall::WriteToClientNow(std::string_view data, ResponseHead* head, SseObserver& observer,
                                  bool last) {
-  std::string_view out = observer.Filter(data, Now());
-  std::string_view rest = last ? observer.Finish(Now()) : std::string_view();
+  const Clock::time_point now = Now();  // one read: the data and the end came together
+  std::string_view out = observer.Filter(data, now);
+  std::string_view rest = last ? observer.Finish(now) : std::string_view();
   if (ttft_from_ != Clock::time_point{} && observer.first_content_at() != Clock::time_point{}) {
     ctx_.ttft_ms = MillisSince(ctx_.start, observer.first_content_at());
     LearnTtft(ctx_.backend, ttft_from_, observer.first_content_at());
