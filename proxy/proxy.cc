@@ -503,9 +503,11 @@ net::awaitable<bool> ProxyCall::Run(common::PooledPtr<ProxyCall> /*self*/) {
   health::RetryBudget::RequestGuard budget_request;
   if (shared_.retry_budget != nullptr) budget_request = shared_.retry_budget->StartRequest();
   for (size_t i = 0; i < max_attempts; ++i) {
-    if (Now() >= deadline) break;
     size_t backend = plan[i];
     if (i > 0) {
+      // retry_deadline_ms bounds retries; the first attempt always starts,
+      // even after a wait in the capacity queue longer than the deadline.
+      if (Now() >= deadline) break;
       // A retry: counted against the process-wide budget so a region-wide
       // failure does not multiply the load on what is left, unless the
       // backend failed without serving (health::IsFreeReroute).

@@ -859,3 +859,24 @@ TEST_CASE("proxy call: a request queued for capacity is served when room frees u
   CHECK(f.ctx->status == 200);
   CHECK(f.connector.connects.size() == 1);
 }
+
+// retry_deadline_ms bounds retries only (docs/configuration.md): a request
+// that waited in the capacity queue past it still gets its first attempt
+// at the slot it waited for.
+TEST_CASE("proxy call: a request queued past retry_deadline_ms still makes its first attempt",
+          "[proxy_call]") {
+  CallFixture f(
+      "[routing]\nqueue_timeout_ms = 500\n"
+      "[gateway.upstream]\nretry_deadline_ms = 100\n");
+  FillBackends(f, 64);
+  f.connector.steps.push_back(ConnectStep::Serve(std::string(kOk)));
+  f.Start(R"({"model":"m","messages":[]})");
+  f.Advance(health::Millis(200));
+  REQUIRE_FALSE(f.done);
+  FillBackends(f, 0);
+  f.Advance(health::Millis(5));
+  REQUIRE(f.done);
+  CHECK(f.ctx->attempts == 1);
+  CHECK(f.ctx->status == 200);
+  CHECK(f.connector.connects.size() == 1);
+}
