@@ -37,6 +37,11 @@ figures independent of how loaded the machine is; the upstream's speed
 does not enter them (only the gateway process is counted). Both phases
 follow a warm-up, so start-up and first-touch costs are left out.
 
+The `clock` tool counts the gateway's calls of libc's clock_gettime (how
+often it reads the time; steady_clock and system_clock both come there)
+with a perf uprobe, `perf stat -e probe_libc:clock_gettime`; the probe is
+made once with `perf probe` if it is missing, which needs root.
+
 callgrind counts user space only, and strace counts calls, not what each
 costs in the kernel: an io_uring build moves work into the kernel (one
 io_uring_enter submits and reaps many operations). The `wrk` tool measures
@@ -55,6 +60,7 @@ when the machine is shared; req/s is what wrk saw and moves with the load.
   bench/ab/run.py --variants base,NO_TRY_SEND --tools callgrind
   bench/ab/run.py --variants base,IO_URING --tools callgrind,strace,wrk
   bench/ab/run.py --variants base,commit:82b3d02   # this tree against a commit
+  bench/ab/run.py --variants base,commit:82b3d02 --tools clock --phases post
 
 A `commit:REV` variant is the Release build of another commit, checked out
 in a git worktree under build-ab/ (the before/after A/B of a refactor).
@@ -291,6 +297,41 @@ def strace_total(path: str) -> int:
     raise RuntimeError(f"no total in {path}")
 
 
+CLOCK_EVENT = "probe_libc:clock_gettime"
+
+
+def libc_path(binary: str) -> str:
+    out = subprocess.run(["ldd", binary], check=True, capture_output=True, text=True).stdout
+    m = re.search(r"libc\.so\.6 => (\S+)", out)
+    if not m:
+        raise RuntimeError(f"{binary} links no libc.so.6: {out}")
+    return os.path.realpath(m.group(1))
+
+
+def clock_probe(binary: str) -> None:
+    """The uprobe on libc's clock_gettime, made if missing (needs root)."""
+    listed = subprocess.run(["perf", "probe", "-l"], capture_output=True, text=True).stdout
+    if CLOCK_EVENT in listed:
+        return
+    subprocess.run(["perf", "probe", "-q", "-x", libc_path(binary), "clock_gettime"], check=True)
+
+
+def perf_attach(pid: int, out: str) -> subprocess.Popen:
+    p = subprocess.Popen(["perf", "stat", "-x", ",", "-e", CLOCK_EVENT, "-o", out, "-p", str(pid)],
+                         stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached to every thread
+    return p
+
+
+def perf_total(path: str) -> int:
+    with open(path) as f:
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) > 2 and fields[2] == CLOCK_EVENT:
+                return int(fields[0])
+    raise RuntimeError(f"no {CLOCK_EVENT} count in {path}")
+
+
 def measure(variant: str, tool: str, args, gpusim: str, work: str, tls: tuple[str, str]) -> dict:
     port, admin, up_fast, up_sse, up_burst, tls_port = (free_port() for _ in range(6))
     responder = os.path.join(build_dir("base"), "bench", "responder", "geogate-responder")
@@ -351,6 +392,13 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str, tls: tuple[st
                 dump = sorted(f for f in os.listdir(d) if f.startswith("cg.out."))[-1]
                 ir, mallocs = parse_callgrind(os.path.join(d, dump))
                 rows[phase] = {"instructions": ir / n, "allocations": mallocs / n}
+            elif tool == "clock":
+                out = os.path.join(d, f"clock-{phase}.txt")
+                pf = perf_attach(proc.pid, out)
+                work_phase()
+                pf.send_signal(signal.SIGINT)
+                pf.wait(timeout=30)
+                rows[phase] = {"clock_reads": perf_total(out) / n}
             else:
                 out = os.path.join(d, f"strace-{phase}.txt")
                 st = strace_attach(proc.pid, out)
@@ -543,7 +591,8 @@ def print_wrk_table(variants: list[str], rounds: dict) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--tools", default="callgrind,strace")
+    ap.add_argument("--tools", default="callgrind,strace",
+                    help="callgrind, strace, clock (clock_gettime calls, a perf uprobe), wrk")
     ap.add_argument("--posts", type=int, default=2000)
     ap.add_argument("--streams", type=int, default=500)
     ap.add_argument("--conns", type=int, default=64)
@@ -551,7 +600,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="wrk tool: rounds, the variants interleaved")
     ap.add_argument("--duration", type=int, default=10, help="wrk tool: seconds per run")
     ap.add_argument("--phases", default="post,sse,burst",
-                    help="callgrind and strace: phases (post, sse; burst: the sse phase's streams "
+                    help="callgrind, strace and clock: phases (post, sse; burst: the sse phase's streams "
                     "from geogate-responder in one write, the client asking for usage too; tls: "
                     "new TLS connections that resume a session, not run by default)")
     ap.add_argument("--wrk-rows", default="post,burst",
@@ -588,6 +637,8 @@ def main() -> int:
     results = {}
     tools = args.tools.split(",")
     counting = [t for t in tools if t != "wrk"]
+    if "clock" in counting:
+        clock_probe(gateway_binary(variants[0]))
     if counting:
         for v in variants:
             results[v] = {p: {} for p in args.phases.split(",")}
@@ -613,12 +664,13 @@ def main() -> int:
 
 def print_table(variants: list[str], results: dict) -> None:
     base = results["base"]
-    print(f"| variant | row | instructions/req | Δ | allocations/req | Δ | syscalls/req | Δ |")
-    print(f"|---|---|---|---|---|---|---|---|")
+    print(f"| variant | row | instructions/req | Δ | allocations/req | Δ | syscalls/req | Δ | "
+          f"clock reads/req | Δ |")
+    print(f"|---|---|---|---|---|---|---|---|---|---|")
     for v in variants:
         for phase in results[v]:
             cells = []
-            for k in ("instructions", "allocations", "syscalls"):
+            for k in ("instructions", "allocations", "syscalls", "clock_reads"):
                 x, b = results[v][phase].get(k), base[phase].get(k)
                 if x is None:
                     cells += ["—", ""]
