@@ -4,6 +4,7 @@
 // timers by advancing the clock by hand.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -19,8 +20,8 @@ inline int64_t ToNanos(MonotonicTime t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 inline MonotonicTime FromNanos(int64_t ns) {
-  return MonotonicTime(std::chrono::duration_cast<MonotonicTime::duration>(
-      std::chrono::nanoseconds(ns)));
+  return MonotonicTime(
+      std::chrono::duration_cast<MonotonicTime::duration>(std::chrono::nanoseconds(ns)));
 }
 
 class TimeSource {
@@ -37,6 +38,12 @@ class Timer {
  public:
   virtual ~Timer() = default;
   virtual void enable(Millis after) = 0;
+  /// Fires at `at` or after it, never before. A timer that keeps absolute
+  /// deadlines arms for `at` without reading the clock; the default reads
+  /// `time` once and rounds the wait up to whole milliseconds.
+  virtual void enable_at(MonotonicTime at, const TimeSource& time) {
+    enable(std::max(std::chrono::ceil<Millis>(at - time.monotonic()), Millis(0)));
+  }
   virtual void disable() = 0;
   virtual bool enabled() const = 0;
 };

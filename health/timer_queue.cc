@@ -21,6 +21,9 @@ class TimerQueue::Entry final : public Timer {
   void enable(Millis after) override {
     q_.Arm(this, q_.time_.monotonic() + std::max(after, Millis(0)));
   }
+  // The heap keeps deadlines: no clock read (only WakeBy reads one, when
+  // the base must be re-armed earlier).
+  void enable_at(MonotonicTime at, const TimeSource&) override { q_.Arm(this, at); }
   void disable() override {
     if (index_ != kNotArmed) q_.Disarm(this);
   }

@@ -530,11 +530,13 @@ net::awaitable<bool> ProxyCall::Run(common::PooledPtr<ProxyCall> /*self*/) {
       co_await Relay(backend, last);
       EndExchange(backend);
     }
+    // A relayed attempt ends with its relay: the request's span ends there
+    // too (RequestContext::relay_end), so the attempt's cannot end later.
     if (ctx_.trace)
-      EndAttemptTrace(ctx_, backend, i, last.committed,
-                      last.error ? last.error->reason : FailureReason::kNone,
-                      last.error ? std::string_view(last.error->detail) : std::string_view(),
-                      last.upstream_status, Now());
+      EndAttemptTrace(
+          ctx_, backend, i, last.committed, last.error ? last.error->reason : FailureReason::kNone,
+          last.error ? std::string_view(last.error->detail) : std::string_view(),
+          last.upstream_status, ctx_.relay_end != Clock::time_point{} ? ctx_.relay_end : Now());
     if (last.committed) co_return last.keep_alive;
     BOOST_ASSERT(last.error);        // an attempt that did not commit says why
     if (!last.error->retryable()) {  // the client left
@@ -602,7 +604,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
     // health checks take out of rotation meanwhile is abandoned at once.
     auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline, now));
     wd_.Disarm();
-    wd_.PollHealth(&state, kHealthWatchPeriod, [this] { watch_.Start(); });
+    wd_.PollHealth(&state, kHealthWatchPeriod, now, [this] { watch_.Start(); });
     sent_at_ = now;
     wd_.Guard(&conn->stream, sent_at_ + ttft_budget);
     std::array<net::const_buffer, 2> request{net::buffer(up_head_), net::buffer(up_body_)};
@@ -732,9 +734,11 @@ void ProxyCall::EndExchange(size_t backend) {
   // As many idle as the backend can have requests in flight (its
   // capacity): fewer, and every request over that number would pay a
   // connect, a close and a TIME_WAIT (docs/configuration.md).
+  // Reusable only after a relay that ended well, which read the clock
+  // (AccountTokens) just before.
   if (done.reusable)
     worker_.upstreams().Release(
-        std::move(done.conn), Now(),
+        std::move(done.conn), ctx_.relay_end,
         up_cfg_.pool_max_idle.value_or(ctx_.cfg.backends[backend].capacity));
 }
 
@@ -982,13 +986,14 @@ void ProxyCall::AccountTokens(size_t backend, SseObserver& sse) {
   int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        worker_.time().system().time_since_epoch())
                        .count();
+  ctx_.relay_end = Now();
   // GPU-seconds = stream wall time / capacity (the request's share of one
   // GPU); cost = GPU-seconds x cost_per_hour / 3600 (docs/showback.md).
   // Charged when the request ends (request_handler.cc), from this record.
   ctx_.usage = common::MakePooled<accounting::ShowbackRecord>(accounting::MakeShowbackRecord(
       ctx_.cfg, backend, t ? std::string_view(t->name) : std::string_view(), ctx_.model_name(),
       sse.prompt_tokens(), sse.completion_tokens(), sse.estimated(),
-      std::chrono::duration<double>(Now() - sent_at_).count(), now_ms));
+      std::chrono::duration<double>(ctx_.relay_end - sent_at_).count(), now_ms));
 }
 
 }  // namespace

@@ -71,6 +71,10 @@ struct RequestContext {
   // In a cached block (288 bytes), not in the context: a stream holds the
   // context for its whole life, the record exists only at its end.
   common::PooledPtr<accounting::ShowbackRecord> usage;
+  // When that record was made (the relay's end): the access log's end of
+  // the request and the pooled connection's release time, without another
+  // clock read. Unset (the epoch) when nothing was relayed.
+  health::MonotonicTime relay_end{};
 
   const config::Tenant* tenant_config() const {
     return tenant == kNoIndex ? nullptr : &cfg.tenants[tenant];

@@ -356,7 +356,9 @@ void Charge(RequestContext& ctx, const accounting::ShowbackRecord& rec) {
 void Log(RequestContext& ctx) {
   if (ctx.usage) Charge(ctx, *ctx.usage);
   CountResidency(ctx);
-  health::MonotonicTime end = ctx.worker.time().monotonic();
+  // A relay's end is the request's (no wait comes between it and here).
+  health::MonotonicTime end =
+      ctx.relay_end != health::MonotonicTime{} ? ctx.relay_end : ctx.worker.time().monotonic();
   double duration_s = std::chrono::duration<double>(end - ctx.start).count();
   const config::Backend* b = ctx.backend == kNoIndex ? nullptr : &ctx.cfg.backends[ctx.backend];
   std::string_view backend = b ? std::string_view(b->name) : "none";
@@ -374,9 +376,10 @@ void Log(RequestContext& ctx) {
   if (!log.enabled()) return;
   std::string allowed = routing::RegionNames(ctx.cfg, ctx.residency.allowed);
   observability::AccessRecord r;
-  r.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  ctx.worker.time().system().time_since_epoch())
-                  .count();
+  r.unix_ms = ctx.usage ? ctx.usage->unix_ms
+                        : std::chrono::duration_cast<std::chrono::milliseconds>(
+                              ctx.worker.time().system().time_since_epoch())
+                              .count();
   r.request_id = ctx.request_id;
   r.edge = ctx.cfg.gateway.edge;
   r.client_ip = ctx.client_ip_text;

@@ -75,7 +75,7 @@ Session::Session(Worker& worker, Stream stream, const routing::IpAddr& peer, Lis
     return;
   }
   worker_.metrics().connections_accepted++;
-  SetIdle(true);  // until its client sends something
+  EnterIdle(worker_.time().monotonic());  // until its client sends something
 }
 
 Session::~Session() {
@@ -89,12 +89,17 @@ Session::~Session() {
     worker_.metrics().connections_closed++;
 }
 
-void Session::SetIdle(bool idle) {
-  idle_ = idle;
-  if (idle && !closed_ && !refusal_)
-    worker_.idle_sessions().Push(*this, health::ToNanos(worker_.time().monotonic()));
+void Session::EnterIdle(health::MonotonicTime now) {
+  idle_ = true;
+  if (!closed_ && !refusal_)
+    worker_.idle_sessions().Push(*this, health::ToNanos(now));
   else
     worker_.idle_sessions().Remove(*this);
+}
+
+void Session::LeaveIdle() {
+  idle_ = false;
+  worker_.idle_sessions().Remove(*this);
 }
 
 void Session::ApplyLimits(const config::Limits& limits) {
@@ -128,7 +133,7 @@ bool Session::AdmitClient() {
 }
 
 net::awaitable<void> Session::Refuse(ErrorKind why) {
-  SetIdle(false);
+  LeaveIdle();
   if (spec_.tls && !co_await Handshake()) co_return;
   std::string_view message =
       why == ErrorKind::kIpConnectionLimit
@@ -228,12 +233,25 @@ net::awaitable<boost::system::error_code> Session::ReadBody(RequestParser& parse
   co_return fired ? beast::error::timeout : ec;
 }
 
-void Session::StartWaiting(health::Millis timeout, bool first) {
+// Not in Run: a local there would be in its frame, which every open
+// connection holds.
+bool Session::BeginIdle(bool first) {
+  // One clock read for both: nothing waits between them.
+  const health::MonotonicTime now = worker_.time().monotonic();
+  EnterIdle(now);
+  if (buffer_.size() != 0) return true;  // the next request is here already
+  if (!worker_.accepting()) return false;
+  const config::Limits& limits = (*worker_.CurrentRuntime())->config->gateway.limits;
+  StartWaiting(first ? limits.header_timeout : limits.idle_timeout, first, now);
+  return true;
+}
+
+void Session::StartWaiting(health::Millis timeout, bool first, health::MonotonicTime now) {
   // Between requests: the Watchdog's deadline, not a timer armed and
   // cancelled around every read.
   waiting_ = true;
   waiting_first_ = first;
-  waiting_since_ = worker_.time().monotonic();
+  waiting_since_ = now;
   watchdog_.Guard(&*stream_, waiting_since_ + timeout);
   // The read buffer went back to the pool: an idle connection holds only
   // first_read_. A read into it queues without a system call, like one into
@@ -403,11 +421,8 @@ net::awaitable<void> Session::Run(common::PooledPtr<Session> self, bool resumed)
     if (resumed) {
       resumed = false;  // the parked read brought this request's first bytes
     } else {
-      SetIdle(true);
+      if (!BeginIdle(first)) break;
       if (buffer_.size() == 0) {
-        if (!worker_.accepting()) break;
-        const config::Limits& idle_limits = (*worker_.CurrentRuntime())->config->gateway.limits;
-        StartWaiting(first ? idle_limits.header_timeout : idle_limits.idle_timeout, first);
         auto [ec, n] =
             co_await stream_->async_read_some(net::buffer(first_read_->bytes), kUseTuple);
         if (ec == net::error::operation_aborted && park_ && !closed_) {
@@ -418,7 +433,7 @@ net::awaitable<void> Session::Run(common::PooledPtr<Session> self, bool resumed)
         if (!TakeFirstRead(ec, n)) break;
       }
     }
-    SetIdle(false);
+    LeaveIdle();
     first = false;
     {
       Received got = co_await ReceiveRequest();

@@ -133,13 +133,19 @@ class Session : public IdleHook {
   net::awaitable<void> Refuse(ErrorKind why);
   /// The connection's deadline (the Watchdog's), `timeout` from now.
   void Guard(health::Millis timeout, Watchdog::OnExpiry what = Watchdog::OnExpiry::kClose);
-  /// Enters or leaves the worker's idle list.
-  void SetIdle(bool idle);
+  /// Enters the worker's idle list, idle since `now` (the caller's clock
+  /// reading), or leaves it.
+  void EnterIdle(health::MonotonicTime now);
+  void LeaveIdle();
   net::awaitable<bool> Handshake();
-  /// Before Run waits for the client's next bytes: the deadline, and the
-  /// read buffer back to the pool (the wait reads into first_read_ only,
-  /// taken here when the connection has none).
-  void StartWaiting(health::Millis timeout, bool first);
+  /// Between requests: idle (EnterIdle) and, unless the next request's
+  /// bytes are buffered already, waiting for them (StartWaiting).
+  /// @return false when the worker no longer takes requests (a drain).
+  bool BeginIdle(bool first);
+  /// Before Run waits for the client's next bytes: the deadline, `timeout`
+  /// after `now`, and the read buffer back to the pool (the wait reads
+  /// into first_read_ only, taken here when the connection has none).
+  void StartWaiting(health::Millis timeout, bool first, health::MonotonicTime now);
   /// After that read: moves its `n` bytes into a buffer from the worker's
   /// pool. @return false when the read failed (the connection ends).
   bool TakeFirstRead(boost::system::error_code ec, size_t n);

@@ -34,11 +34,11 @@ void Watchdog::Guard(Stream* target, Clock::time_point deadline, OnExpiry what) 
 }
 
 void Watchdog::PollHealth(const health::BackendState* backend, std::chrono::milliseconds period,
-                          std::function<void()> on_poll) {
+                          Clock::time_point now, std::function<void()> on_poll) {
   backend_ = backend;
   on_poll_ = std::move(on_poll);
   period_ = period;
-  next_poll_ = time_.monotonic() + period;
+  next_poll_ = now + period;
   Want(next_poll_);
 }
 
@@ -59,10 +59,10 @@ void Watchdog::Disarm() {
 void Watchdog::Want(Clock::time_point at) {
   if (!WatchdogNeedsRearm(timer_->enabled(), armed_at_, at)) return;
   armed_at_ = at;
-  // Timers count whole milliseconds: round up, so the wake is never early
-  // (an early one would only sleep again for the remainder).
-  auto wait = std::chrono::ceil<health::Millis>(at - time_.monotonic());
-  timer_->enable(std::max(wait, health::Millis(0)));
+  // Never early (an early wake would only sleep again for the remainder).
+  // A worker's timer is an entry of its deadline heap, which arms for `at`
+  // without reading the clock.
+  timer_->enable_at(at, time_);
 }
 
 void Watchdog::Wake() {

@@ -73,12 +73,12 @@ class Watchdog {
   /// Closes (or interrupts) `target` once `deadline` passes, unless Guard
   /// or Disarm is called again before.
   void Guard(Stream* target, Clock::time_point deadline, OnExpiry what = OnExpiry::kClose);
-  /// Until StopPolling or Disarm: every `period`, closes the guarded stream
-  /// when `backend` is no longer routable (abandoned() then says so), and
-  /// otherwise calls `on_poll` (work that only a request still waiting
-  /// after a poll period needs).
+  /// Until StopPolling or Disarm: every `period` from `now` (the caller's
+  /// clock reading), closes the guarded stream when `backend` is no longer
+  /// routable (abandoned() then says so), and otherwise calls `on_poll`
+  /// (work that only a request still waiting after a poll period needs).
   void PollHealth(const health::BackendState* backend, std::chrono::milliseconds period,
-                  std::function<void()> on_poll = nullptr);
+                  Clock::time_point now, std::function<void()> on_poll = nullptr);
   void StopPolling();
   /// Guards nothing and clears the flags; the timer lapses by itself.
   void Disarm();

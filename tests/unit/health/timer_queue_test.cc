@@ -67,6 +67,49 @@ TEST_CASE("timer queue: many timers, one base timer, deadline order", "[health][
   }
 }
 
+namespace {
+// Counts the clock reads of what it is handed to.
+class CountingTime final : public geogate::health::TimeSource {
+ public:
+  explicit CountingTime(const SimulatedTime& time) : time_(time) {}
+  MonotonicTime monotonic() const override {
+    ++reads;
+    return time_.monotonic();
+  }
+  geogate::health::SystemTime system() const override { return time_.system(); }
+  mutable int reads = 0;
+
+ private:
+  const SimulatedTime& time_;
+};
+}  // namespace
+
+TEST_CASE("timer queue: a deadline armed with enable_at, no clock read", "[health][timerqueue]") {
+  SimulatedTime time;
+  CountingTime counted(time);
+  const auto t0 = time.monotonic();
+  std::vector<std::string> fired;
+  {
+    TimerQueue q(time, counted);
+    TimerPtr a = q.create([&] { fired.push_back("a"); });
+    TimerPtr b = q.create([&] { fired.push_back("b"); });
+    a->enable_at(t0 + std::chrono::microseconds(2500), counted);
+    const int first = counted.reads;  // arming the base reads the clock once
+    CHECK(first == 1);
+    // Later than the base's wake, and a move of an armed entry: heap only.
+    b->enable_at(t0 + Millis(4), counted);
+    a->enable_at(t0 + std::chrono::microseconds(3500), counted);
+    CHECK(counted.reads == first);
+    CHECK(time.enabled_timers() == 1);
+
+    // Never early: not at 3 ms (a's deadline is 3.5), then both by 4.
+    time.advance(Millis(3));
+    CHECK(fired.empty());
+    time.advance(Millis(1));
+    CHECK(fired == std::vector<std::string>{"a", "b"});
+  }
+}
+
 TEST_CASE("timer queue: moving a deadline, disarming the earliest", "[health][timerqueue]") {
   SimulatedTime time;
   const auto t0 = time.monotonic();

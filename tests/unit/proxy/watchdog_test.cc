@@ -150,7 +150,7 @@ TEST_CASE("watchdog: an interrupting deadline keeps the stream open", "[watchdog
 
 TEST_CASE("watchdog: a backend leaving rotation abandons the guarded stream", "[watchdog]") {
   Guarded f;
-  f.wd.PollHealth(&f.backend, 2ms);
+  f.wd.PollHealth(&f.backend, 2ms, f.sim.monotonic());
   f.wd.Guard(&f.stream, f.sim.monotonic() + 10s);
   f.sim.advance(20ms);  // healthy: polls, keeps the stream
   CHECK(f.open());
@@ -167,7 +167,7 @@ TEST_CASE("watchdog: a backend leaving rotation abandons the guarded stream", "[
 TEST_CASE("watchdog: each poll that finds the backend routable runs the poll hook", "[watchdog]") {
   Guarded f;
   int polls = 0;
-  f.wd.PollHealth(&f.backend, 2ms, [&] { ++polls; });
+  f.wd.PollHealth(&f.backend, 2ms, f.sim.monotonic(), [&] { ++polls; });
   f.wd.Guard(&f.stream, f.sim.monotonic() + 10s);
   CHECK(polls == 0);  // the hook waits for a poll: not called at PollHealth
   f.sim.advance(20ms);
@@ -177,7 +177,7 @@ TEST_CASE("watchdog: each poll that finds the backend routable runs the poll hoo
   CHECK(polls == 10);
 
   polls = 0;
-  f.wd.PollHealth(&f.backend, 2ms, [&] { ++polls; });
+  f.wd.PollHealth(&f.backend, 2ms, f.sim.monotonic(), [&] { ++polls; });
   f.backend.state = geogate::health::HealthState::kUnhealthy;
   f.sim.advance(2ms);  // the first poll abandons: the hook never runs
   CHECK(f.wd.abandoned());
