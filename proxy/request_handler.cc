@@ -33,12 +33,17 @@ std::string_view StatusLabel(unsigned status) {
   return status < kLabels.size() ? std::string_view(kLabels[status]) : "other";
 }
 
-net::awaitable<bool> Fail(RequestContext& ctx, ErrorKind kind, std::string_view message,
-                          int retry_after_s = -1) {
+// The request's outcome when the gateway answers it with an error.
+void MarkRejected(RequestContext& ctx, ErrorKind kind) {
   ErrorSpec spec = SpecOf(kind);
   ctx.status = spec.status;
   ctx.outcome = observability::RequestOutcome::kRejected;
   ctx.error_code = spec.code;
+}
+
+net::awaitable<bool> Fail(RequestContext& ctx, ErrorKind kind, std::string_view message,
+                          int retry_after_s = -1) {
+  MarkRejected(ctx, kind);
   co_return co_await ctx.session.SendError(&ctx.req, kind, message, ctx.request_id, retry_after_s,
                                            &ctx.bytes_out);
 }
@@ -236,15 +241,18 @@ net::awaitable<bool> HandleModel(RequestContext& ctx, std::string id) {
   co_return co_await SendJson(ctx, std::move(body));
 }
 
-// Why an inference request is refused: Fail's arguments, its own.
+// Why an inference request is refused: Fail's arguments, the message owned.
 struct Rejection {
   ErrorKind kind;
   std::string message;
   int retry_after_s = -1;
 };
 
+// Fail with a message it owns (in this frame while the answer is written).
 net::awaitable<bool> Reject(RequestContext& ctx, Rejection r) {
-  co_return co_await Fail(ctx, r.kind, r.message, r.retry_after_s);
+  MarkRejected(ctx, r.kind);
+  co_return co_await ctx.session.SendError(&ctx.req, r.kind, r.message, ctx.request_id,
+                                           r.retry_after_s, &ctx.bytes_out);
 }
 
 // on_request of an inference: the key, the tenant's limits (its

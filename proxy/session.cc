@@ -508,8 +508,8 @@ net::awaitable<Session::Received> Session::ReceiveRequest() {
   // The parser (and the request it makes) in a cached block (288 bytes),
   // not in this frame: with them the frame was 1.3 KiB, past the block
   // cache's largest class, and cost a malloc per request.
-  common::PooledPtr<RequestParser> parsing = common::MakePooled<RequestParser>();
-  RequestParser& parser = *parsing;
+  common::PooledPtr<RequestParser> parser_block = common::MakePooled<RequestParser>();
+  RequestParser& parser = *parser_block;
   parser.header_limit(limits.max_header_bytes);
   parser.body_limit(limits.max_body_bytes);
   // Usually the whole request arrived with the read above: parse it from
@@ -584,7 +584,7 @@ net::awaitable<Session::Received> Session::ReceiveRequest() {
   // The message alone (128 bytes) is kept while the request is served,
   // which may take minutes; the parser's block (448) goes now.
   common::PooledPtr<Request> request = common::MakePooled<Request>(parser.release());
-  parsing.reset();
+  parser_block.reset();
   worker_.metrics().bytes_in += request->body().size();
   // A pipelined request keeps its bytes; otherwise the buffer goes back
   // to the pool while the request is served (a stream may take minutes).
