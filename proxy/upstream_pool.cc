@@ -93,11 +93,29 @@ void UpstreamPool::Release(UpstreamConnPtr conn, health::MonotonicTime now, uint
   list.push_back(std::move(conn));
 }
 
-void UpstreamPool::Sweep(health::MonotonicTime now, health::Millis idle_timeout) {
+void UpstreamPool::Sweep(health::MonotonicTime now, const config::Snapshot& cfg) {
+  const health::Millis idle_timeout = cfg.gateway.upstream.pool_idle_timeout;
+  // Each backend's limit by its state key (name, then its URL): a backend
+  // a reload removed (or moved to another URL) keeps nothing.
+  absl::flat_hash_map<std::string_view, const config::Backend*> by_name;
+  if (!idle_.empty()) {
+    by_name.reserve(cfg.backends.size());
+    for (const config::Backend& b : cfg.backends)
+      by_name.emplace(b.name, &b);
+  }
   for (auto it = idle_.begin(); it != idle_.end();) {
     auto& list = it->second;
     std::erase_if(list,
                   [&](const UpstreamConnPtr& c) { return now - c->idle_since > idle_timeout; });
+    std::string_view key = it->first;
+    size_t cut = key.find('\n');
+    auto b = by_name.find(key.substr(0, cut));
+    size_t max_idle = 0;
+    if (cut != std::string_view::npos && b != by_name.end() &&
+        b->second->url == key.substr(cut + 1))
+      max_idle = cfg.gateway.upstream.pool_max_idle.value_or(b->second->capacity);
+    if (list.size() > max_idle)  // the oldest first, as Release drops them
+      list.erase(list.begin(), list.begin() + static_cast<ptrdiff_t>(list.size() - max_idle));
     if (list.empty())
       idle_.erase(it++);
     else

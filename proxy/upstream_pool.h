@@ -48,9 +48,11 @@ class UpstreamPool final : public UpstreamConnector {
   net::awaitable<ConnectResult> Connect(const config::Backend& backend, const SslContextPtr& tls,
                                         health::Millis timeout) override;
 
-  /// Closes idle connections older than `idle_timeout`; forgets old DNS
-  /// answers.
-  void Sweep(health::MonotonicTime now, health::Millis idle_timeout);
+  /// Applies `cfg` (the worker's current config) to the idle connections:
+  /// closes those idle longer than its pool_idle_timeout_ms, those to
+  /// backends it no longer has, and the oldest beyond each backend's
+  /// pool_max_idle (a reload may have lowered it); forgets old DNS answers.
+  void Sweep(health::MonotonicTime now, const config::Snapshot& cfg);
   void Clear();
   /// Before the io_context goes: host-name lookups still running are
   /// abandoned (they post nothing back).

@@ -157,7 +157,7 @@ void Worker::ScheduleHousekeeping() {
     log_.Flush();
     const Runtime& rt = **runtime_.held();
     const health::MonotonicTime now = time_.monotonic();
-    pool_.Sweep(now, rt.config->gateway.upstream.pool_idle_timeout);
+    pool_.Sweep(now, *rt.config);
     ParkIdleSessions(now, rt.config->gateway.limits.park_after);
     ScheduleHousekeeping();
   });
