@@ -392,20 +392,15 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str, tls: tuple[st
                 dump = sorted(f for f in os.listdir(d) if f.startswith("cg.out."))[-1]
                 ir, mallocs = parse_callgrind(os.path.join(d, dump))
                 rows[phase] = {"instructions": ir / n, "allocations": mallocs / n}
-            elif tool == "clock":
-                out = os.path.join(d, f"clock-{phase}.txt")
-                pf = perf_attach(proc.pid, out)
+            else:  # strace or clock: a counter attached for the phase
+                attach, total, key = ((perf_attach, perf_total, "clock_reads") if tool == "clock"
+                                      else (strace_attach, strace_total, "syscalls"))
+                out = os.path.join(d, f"{tool}-{phase}.txt")
+                counter = attach(proc.pid, out)
                 work_phase()
-                pf.send_signal(signal.SIGINT)
-                pf.wait(timeout=30)
-                rows[phase] = {"clock_reads": perf_total(out) / n}
-            else:
-                out = os.path.join(d, f"strace-{phase}.txt")
-                st = strace_attach(proc.pid, out)
-                work_phase()
-                st.send_signal(signal.SIGINT)
-                st.wait(timeout=30)
-                rows[phase] = {"syscalls": strace_total(out) / n}
+                counter.send_signal(signal.SIGINT)
+                counter.wait(timeout=30)
+                rows[phase] = {key: total(out) / n}
     finally:
         stop(proc, timeout=60)  # SIGTERM, SIGKILL after a minute
         for s in sims:

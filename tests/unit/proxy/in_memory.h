@@ -19,9 +19,9 @@ namespace geogate::proxy::testing {
 
 namespace net = boost::asio;
 
-// Two backends of one model in one region, both allowed to every client.
-inline config::SnapshotConstPtr TwoBackends(std::string_view extra = {}) {
-  std::string text = R"([gateway]
+// The config text of TwoBackends.
+inline std::string TwoBackendsText() {
+  return R"([gateway]
 edge = "e"
 [[gateway.listeners]]
 address = "127.0.0.1:0"
@@ -45,12 +45,21 @@ models = ["m"]
 name = "any"
 allow_regions = ["r0"]
 )";
-  text += extra;
+}
+
+inline config::SnapshotConstPtr LoadConfigText(const std::string& text) {
   auto r = config::LoadString(text, "call.toml", "/tmp",
                               [](const std::string&) { return std::optional<std::string>(); });
   INFO((r.errors.empty() ? std::string() : r.errors.front().ToString()));
   REQUIRE(r.ok());
   return r.snapshot;
+}
+
+// Two backends of one model in one region, both allowed to every client.
+inline config::SnapshotConstPtr TwoBackends(std::string_view extra = {}) {
+  std::string text = TwoBackendsText();
+  text += extra;
+  return LoadConfigText(text);
 }
 
 inline RuntimeConstPtr MakeRuntime(config::SnapshotConstPtr snap) {

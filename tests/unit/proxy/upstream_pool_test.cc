@@ -11,7 +11,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
 
-#include "config/loader.h"
 #include "testing/simulated_time.h"
 
 #include "in_memory.h"
@@ -88,38 +87,18 @@ TEST_CASE("upstream pool: a sweep closes the idle connections of a backend the c
 
   // b1 gone; b0 kept under its name but at another URL: a new backend too
   // (its state key), so its old connections go as well.
-  std::string text = R"([gateway]
-edge = "e"
-[[gateway.listeners]]
-address = "127.0.0.1:0"
-[geo]
-unknown = "any"
-[[regions]]
-name = "r0"
-jurisdiction = "EU"
-location = { lat = 1.0, lon = 1.0 }
-[[backends]]
-name = "b0"
-region = "r0"
-url = "http://127.0.0.1:1000"
-models = ["m"]
-[[residency]]
-name = "any"
-allow_regions = ["r0"]
-)";
-  auto load = [](const std::string& t) {
-    auto r = config::LoadString(t, "pool.toml", "/tmp",
-                                [](const std::string&) { return std::optional<std::string>(); });
-    REQUIRE(r.ok());
-    return r.snapshot;
-  };
-  config::SnapshotConstPtr only_b0 = load(text);
+  std::string text = TwoBackendsText();
+  const size_t b1 = text.find("[[backends]]\nname = \"b1\"");
+  REQUIRE(b1 != std::string::npos);
+  text.erase(b1, text.find("[[residency]]") - b1);
+  config::SnapshotConstPtr only_b0 = LoadConfigText(text);
+  REQUIRE(only_b0->backends.size() == 1);
   f.pool.Sweep(f.sim.monotonic(), *only_b0);
   CHECK(f.pool.idle_count() == 2);
   CHECK(f.pool.TakeIdle(only_b0->backends[0], f.sim.monotonic(), Millis(30000)) != nullptr);
 
   std::string moved = text;
   moved.replace(moved.find("127.0.0.1:1000"), 14, "127.0.0.1:2000");
-  f.pool.Sweep(f.sim.monotonic(), *load(moved));
+  f.pool.Sweep(f.sim.monotonic(), *LoadConfigText(moved));
   CHECK(f.pool.idle_count() == 0);
 }
