@@ -533,10 +533,10 @@ net::awaitable<bool> ProxyCall::Run(common::PooledPtr<ProxyCall> /*self*/) {
     // A relayed attempt ends with its relay: the request's span ends there
     // too (RequestContext::relay_end), so the attempt's cannot end later.
     if (ctx_.trace)
-      EndAttemptTrace(
-          ctx_, backend, i, last.committed, last.error ? last.error->reason : FailureReason::kNone,
-          last.error ? std::string_view(last.error->detail) : std::string_view(),
-          last.upstream_status, ctx_.relay_end != Clock::time_point{} ? ctx_.relay_end : Now());
+      EndAttemptTrace(ctx_, backend, i, last.committed,
+                      last.error ? last.error->reason : FailureReason::kNone,
+                      last.error ? std::string_view(last.error->detail) : std::string_view(),
+                      last.upstream_status, ctx_.end_time());
     if (last.committed) co_return last.keep_alive;
     BOOST_ASSERT(last.error);        // an attempt that did not commit says why
     if (!last.error->retryable()) {  // the client left
@@ -730,6 +730,8 @@ net::awaitable<void> ProxyCall::StreamBroke(size_t backend, boost::system::error
 void ProxyCall::EndExchange(size_t backend) {
   watch_.Target(nullptr);
   CommittedExchange done = std::move(exchange_);
+  // first and reusable too: a stale reusable would pool a broken connection
+  // if another attempt ever followed a relay.
   exchange_ = {};
   // As many idle as the backend can have requests in flight (its
   // capacity): fewer, and every request over that number would pay a

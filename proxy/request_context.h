@@ -75,6 +75,10 @@ struct RequestContext {
   // the request and the pooled connection's release time, without another
   // clock read. Unset (the epoch) when nothing was relayed.
   health::MonotonicTime relay_end{};
+  /// The request's end: the relay's, else a clock reading now.
+  health::MonotonicTime end_time() const {
+    return relay_end != health::MonotonicTime{} ? relay_end : worker.time().monotonic();
+  }
 
   const config::Tenant* tenant_config() const {
     return tenant == kNoIndex ? nullptr : &cfg.tenants[tenant];

@@ -365,8 +365,7 @@ void Log(RequestContext& ctx) {
   if (ctx.usage) Charge(ctx, *ctx.usage);
   CountResidency(ctx);
   // A relay's end is the request's (no wait comes between it and here).
-  health::MonotonicTime end =
-      ctx.relay_end != health::MonotonicTime{} ? ctx.relay_end : ctx.worker.time().monotonic();
+  health::MonotonicTime end = ctx.end_time();
   double duration_s = std::chrono::duration<double>(end - ctx.start).count();
   const config::Backend* b = ctx.backend == kNoIndex ? nullptr : &ctx.cfg.backends[ctx.backend];
   std::string_view backend = b ? std::string_view(b->name) : "none";

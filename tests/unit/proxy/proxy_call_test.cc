@@ -323,6 +323,17 @@ std::string TokenChunk(std::string_view token) {
   return Chunk(event);
 }
 
+// A streamed chat request whose backend sends its head and the token
+// `first`, then keeps generating (nothing more yet). @return the backend's
+// end of the connection.
+test::stream& StartStream(CallFixture& f, std::string_view first) {
+  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk(first)));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE_FALSE(f.done);
+  REQUIRE(f.connector.ends.size() == 1);
+  return *f.connector.ends[0].remote;
+}
+
 size_t Count(std::string_view text, std::string_view what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string_view::npos; at = text.find(what, at + 1))
@@ -354,14 +365,10 @@ TEST_CASE("proxy call: a mid-stream failure ends the stream with one error event
 
 TEST_CASE("proxy call: a stream waiting for its next token holds no relay buffer", "[proxy_call]") {
   CallFixture f;
-  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
-  f.Start(R"({"model":"m","messages":[],"stream":true})");
-  REQUIRE_FALSE(f.done);
-  REQUIRE(f.connector.ends.size() == 1);
+  test::stream& backend = StartStream(f, "Hel");
   CHECK(f.ClientGot().find("\"Hel\"") != std::string::npos);
   // Relayed, and waiting for the backend: the 16 KiB buffer is in the pool.
   CHECK(f.worker.relay_buffers().idle() == 1);
-  test::stream& backend = *f.connector.ends[0].remote;
   net::write(backend, net::buffer(TokenChunk("lo") + TokenChunk("!") + "0\r\n\r\n"));
   f.RunReady();
   REQUIRE(f.done);
@@ -393,16 +400,12 @@ TEST_CASE("proxy call: an attempt waiting for its first token holds no relay buf
 TEST_CASE("proxy call: a stream counts against its backend's in-flight total until it ends",
           "[proxy_call]") {
   CallFixture f;
-  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
-  f.Start(R"({"model":"m","messages":[],"stream":true})");
-  REQUIRE_FALSE(f.done);
-  REQUIRE(f.connector.ends.size() == 1);
+  test::stream& backend = StartStream(f, "Hel");
   const auto& backends = f.ctx->rt.backends;
   int64_t inflight = 0;
   for (const auto& state : backends)
     inflight += state->inflight.load();
   CHECK(inflight == 1);  // relaying: Attempt has returned, its count has not
-  test::stream& backend = *f.connector.ends[0].remote;
   net::write(backend, net::buffer(TokenChunk("lo") + "0\r\n\r\n"));
   f.RunReady();
   REQUIRE(f.done);
@@ -416,10 +419,7 @@ TEST_CASE("proxy call: a long stream's token gaps reach the histogram in batches
   // stream's life: full batches go to the histogram as the stream flows,
   // the rest when it ends.
   CallFixture f;
-  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("t")));
-  f.Start(R"({"model":"m","messages":[],"stream":true})");
-  REQUIRE_FALSE(f.done);
-  test::stream& backend = *f.connector.ends[0].remote;
+  test::stream& backend = StartStream(f, "t");
   auto gaps = [&] {
     uint64_t count = 0;
     double sum = 0;
@@ -453,11 +453,8 @@ TEST_CASE("proxy call: a long stream's token gaps reach the histogram in batches
 TEST_CASE("proxy call: a trickling stream waits with a small read buffer, a burst gets a full one",
           "[proxy_call]") {
   CallFixture f;
-  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("a")));
-  f.Start(R"({"model":"m","messages":[],"stream":true})");
-  REQUIRE_FALSE(f.done);
+  test::stream& backend = StartStream(f, "a");
   UpstreamConn& conn = *f.connector.last_conn;
-  test::stream& backend = *f.connector.ends[0].remote;
   // Waiting for its second token: the 16 KiB read buffer is gone (what is
   // left is room for a small read beside the last chunk's CRLF).
   CHECK(conn.buffer.capacity() < 2 * kUpstreamTrickleReadBytes);
@@ -504,12 +501,9 @@ TEST_CASE("proxy call: a trickling stream waits with a small read buffer, a burs
 TEST_CASE("proxy call: a client that disconnects cancels the upstream request", "[proxy_call]") {
   CallFixture f;
   // The backend streams one token, then keeps generating (nothing more yet).
-  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
-  f.Start(R"({"model":"m","messages":[],"stream":true})");
-  REQUIRE_FALSE(f.done);
+  test::stream& backend = StartStream(f, "Hel");
   CHECK(f.ClientGot().find("\"Hel\"") != std::string::npos);
   REQUIRE(f.connector.ends.size() == 1);
-  test::stream& backend = *f.connector.ends[0].remote;
 
   f.Advance(health::Millis(500));  // generating, for a client about to leave
   f.client.close();
@@ -573,9 +567,7 @@ TEST_CASE("proxy call: a reset after the head, before the first token, is retrie
 
 TEST_CASE("proxy call: a stream silent for stream_idle_timeout_ms is interrupted", "[proxy_call]") {
   CallFixture f("[gateway.upstream]\nstream_idle_timeout_ms = 5000\n");
-  f.connector.steps.push_back(ConnectStep::Serve(SseHead() + TokenChunk("Hel")));
-  f.Start(R"({"model":"m","messages":[],"stream":true})");
-  REQUIRE_FALSE(f.done);
+  StartStream(f, "Hel");
   f.Advance(health::Millis(4999));
   CHECK_FALSE(f.done);
   f.Advance(health::Millis(1));
