@@ -148,20 +148,30 @@ void SetBackendHeaders(Out& out, const config::Backend& backend) {
     out.erase(http::field::authorization);  // fields are reused across attempts
 }
 
-template <class Out>
-void PrepareClientResponseHeaders(const Fields& upstream, Out& out, const ResponseTags& tags) {
-  std::string_view connection = upstream[http::field::connection];
-  for (const auto& f : upstream) {
-    std::string_view name = f.name_string();
-    if (f.name() == http::field::content_length) continue;
-    if (IsHopByHop(name, connection) || IsGatewayHeader(name)) continue;
-    if (beast::iequals(name, "x-request-id")) continue;
-    // The listener's CORS policy is the gateway's (proxy/cors.h): a
-    // backend's own (vLLM allows every origin by default) never reaches a
-    // browser.
-    if (name.size() > 15 && beast::iequals(name.substr(0, 15), "access-control-")) continue;
-    out.insert(name, f.value());
+bool ForwardsResponseField(http::field f, std::string_view name) {
+  switch (f) {
+    case http::field::content_length:
+    case http::field::connection:
+    case http::field::keep_alive:
+    case http::field::proxy_connection:
+    case http::field::te:
+    case http::field::trailer:
+    case http::field::transfer_encoding:
+    case http::field::upgrade:
+    case http::field::proxy_authenticate:
+    case http::field::proxy_authorization:
+      return false;
+    default:
+      break;
   }
+  if (IsGatewayHeader(name) || beast::iequals(name, "x-request-id")) return false;
+  // The listener's CORS policy is the gateway's (proxy/cors.h): a
+  // backend's own (vLLM allows every origin by default) never reaches a
+  // browser.
+  return !(name.size() > 15 && beast::iequals(name.substr(0, 15), "access-control-"));
+}
+
+void AddResponseTags(ResponseHead& out, const ResponseTags& tags) {
   if (!tags.edge.empty()) out.set("x-geogate-edge", tags.edge);
   if (!tags.region.empty()) out.set("x-geogate-region", tags.region);
   if (!tags.backend.empty()) out.set("x-geogate-backend", tags.backend);
@@ -173,8 +183,6 @@ template void PrepareUpstreamHeaders(const Fields&, http::fields&, const Forward
 template void PrepareUpstreamHeaders(const Fields&, HeaderText&, const ForwardInfo&);
 template void SetBackendHeaders(http::fields&, const config::Backend&);
 template void SetBackendHeaders(HeaderText&, const config::Backend&);
-template void PrepareClientResponseHeaders(const Fields&, http::fields&, const ResponseTags&);
-template void PrepareClientResponseHeaders(const Fields&, ResponseHead&, const ResponseTags&);
 
 GeneratedRequestId NewRequestId() {
   thread_local std::mt19937_64 gen{std::random_device{}()};

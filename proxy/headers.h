@@ -21,6 +21,8 @@ namespace geogate::proxy {
 
 namespace http = boost::beast::http;
 
+class ResponseHead;
+
 /// The fields of the heads the proxy parses (the client's request, the
 /// backend's response), in per-thread pooled blocks.
 using Fields = http::basic_fields<common::PooledAllocator<char>>;
@@ -93,12 +95,17 @@ struct ResponseTags {
   std::string_view residency_rule;  // empty = do not send the header
 };
 
-/// Copies a backend's response headers for the client, minus hop-by-hop
-/// fields, the framing (Content-Length/Transfer-Encoding, which the
-/// gateway sets) and the backend's Access-Control-* fields (CORS is the
-/// listener's, proxy/cors.h), plus x-geogate-edge/-region/-backend and x-request-id.
-template <class Out>
-void PrepareClientResponseHeaders(const Fields& upstream, Out& out, const ResponseTags& tags);
+/// Whether a backend's response field `name` (Beast's code for it, and
+/// its spelling) reaches the client. Not: the hop-by-hop fields (as
+/// IsHopByHop, except those a Connection field names, which the caller
+/// drops), Content-Length (the gateway frames the body itself), the
+/// gateway's own x-geogate-* and x-request-id (set from ResponseTags), and
+/// Access-Control-* (CORS is the listener's, proxy/cors.h).
+bool ForwardsResponseField(http::field f, std::string_view name);
+
+/// Adds x-geogate-edge/-region/-backend, x-geogate-residency-rule (when
+/// given) and x-request-id to the client's response head.
+void AddResponseTags(ResponseHead& out, const ResponseTags& tags);
 
 /// A request id that is unique enough for logs: 32 hex characters from a
 /// per-thread generator seeded from the OS (by value, no heap: it is made

@@ -32,6 +32,7 @@
 #include "proxy/response_head.h"
 #include "proxy/sse_observer.h"
 #include "proxy/trace_hooks.h"
+#include "proxy/upstream_response_parser.h"
 #include "proxy/watchdog.h"
 #include "routing/decide.h"
 #include "routing/live_health_view.h"
@@ -43,7 +44,7 @@ namespace {
 using health::FailureReason;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
-using ResponseParser = http::response_parser<http::buffer_body, common::PooledAllocator<char>>;
+using ResponseParser = UpstreamResponseParser;
 
 constexpr auto kHealthWatchPeriod = std::chrono::milliseconds(25);
 
@@ -298,7 +299,8 @@ class ProxyCall {
   net::awaitable<bool> Fail(ErrorKind kind, std::string_view message, int retry_after = -1);
   void ReportFailure(size_t backend, FailureReason reason);
   // Not inline in Relay: its locals would grow Relay's coroutine frame.
-  void AddClientHeaders(const Fields& upstream, const config::Backend& b, ResponseHead& head);
+  void AddClientHeaders(std::string_view upstream_fields, const config::Backend& b,
+                        ResponseHead& head);
   /// The request-end record of the committed attempt (ctx_.usage): tokens,
   /// GPU time (from the request's send to now) and cost.
   void AccountTokens(size_t backend, SseObserver& sse);
@@ -355,12 +357,13 @@ net::awaitable<bool> ProxyCall::Fail(ErrorKind kind, std::string_view message, i
                                             &ctx_.bytes_out);
 }
 
-void ProxyCall::AddClientHeaders(const Fields& upstream, const config::Backend& b,
+void ProxyCall::AddClientHeaders(std::string_view upstream_fields, const config::Backend& b,
                                  ResponseHead& head) {
   ResponseTags tags{
       ctx_.cfg.gateway.edge, ctx_.cfg.regions[b.region_index].name, b.name, ctx_.request_id,
       ctx_.cfg.gateway.residency_header ? ctx_.residency.RuleLabel(ctx_.cfg) : std::string_view()};
-  PrepareClientResponseHeaders(upstream, head, tags);
+  head.AppendFields(upstream_fields);
+  AddResponseTags(head, tags);
   AddCorsResponseFields(head, ctx_.rt.cors(ctx_.session.listener_index()),
                         ctx_.req[http::field::origin]);
 }
@@ -598,8 +601,6 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
     conn->uses++;
     watch_.Target(&conn->stream);
     parser = common::MakePooled<ResponseParser>();
-    parser->body_limit(boost::none);
-    parser->header_limit(64 * 1024);
     // Until the first body byte: the first-token deadline, and a backend the
     // health checks take out of rotation meanwhile is abandoned at once.
     auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline, now));
@@ -631,7 +632,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
     co_return;
   }
 
-  r.upstream_status = parser->get().result_int();
+  r.upstream_status = parser->status();
   if (r.upstream_status >= 500) {
     watch_.Target(nullptr);
     r.error = ProxyError::Upstream(FailureReason::kUpstream5xx,
@@ -664,8 +665,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
   // generation: as a TTFT sample it would push routing away from the
   // backend that just served it (DESIGN.md §8, "TTFT comes from streams").
   bool learn = r.upstream_status < 400 && ctx_.stream;
-  if (learn && ctx_.responses_api() &&
-      parser->get()[http::field::content_type].starts_with("text/event-stream")) {
+  if (learn && ctx_.responses_api() && parser->event_stream()) {
     // A Responses stream opens with response.created before any token: its
     // TTFT is taken at the first output delta (WriteToClientNow).
     ttft_from_ = t0;
@@ -750,9 +750,8 @@ net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
   const size_t first = exchange_.first;
   const config::Backend& b = ctx_.cfg.backends[backend];
   ReleaseRequestCopies();  // sent, and no other attempt will send them again
-  auto& upstream_head = parser.get();
   bool client_http11 = ctx_.req.version() >= 11;
-  bool sse = upstream_head[http::field::content_type].starts_with("text/event-stream");
+  bool sse = parser.event_stream();
 
   // Framing towards the client: keep an exact Content-Length when the
   // backend gave one, else chunked (close-delimited for HTTP/1.0 clients).
@@ -774,12 +773,12 @@ net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
   observer.set_gap_sink([this, backend](std::span<const double> gaps) {
     worker_.metrics().token_gap.ObserveAll({ctx_.cfg.backends[backend].name}, gaps);
   });
-  ResponseHead head(upstream_head.result_int(), upstream_head.reason(), ctx_.req.version());
-  AddClientHeaders(upstream_head.base(), b, head);
+  ResponseHead head(parser.status(), parser.reason(), ctx_.req.version());
+  AddClientHeaders(parser.forwarded_fields(), b, head);
   // The client's head has what it needs of the backend's, which is not
-  // read again: its fields (an allocation each) go now, not when a stream
-  // that holds the parser for minutes ends.
-  upstream_head.base().clear();
+  // read again: its block goes now, not when a stream that holds the
+  // parser for minutes ends.
+  parser.ReleaseFields();
   head.SetFraming(length, chunked, keep_alive);
   if (sse) shared_.active_streams.fetch_add(1, std::memory_order_relaxed);
   struct StreamCount {

@@ -11,6 +11,8 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/system/error_code.hpp>
 
+#include "proxy/upstream_response_parser.h"
+
 namespace geogate::proxy {
 
 /// Parses what is already in `in` (bytes read from the backend) into `out`
@@ -21,11 +23,11 @@ namespace geogate::proxy {
 /// would wait for more bytes. Here the parser is eager only over what is
 /// buffered: put() takes every element up to a full `out` in one call.)
 /// Stops at an incomplete element or a full
-/// `out`; `ec` is set only for a malformed response. `Parser` is a Beast
-/// response parser with a buffer_body. @return the new fill of `out`.
-template <class Parser>
-size_t ParseBufferedBody(Parser& parser, boost::beast::flat_buffer& in, char* out, size_t out_size,
-                         size_t got, boost::system::error_code& ec) {
+/// `out`; `ec` is set only for a malformed response. @return the new fill
+/// of `out`.
+inline size_t ParseBufferedBody(UpstreamResponseParser& parser, boost::beast::flat_buffer& in,
+                                char* out, size_t out_size, size_t got,
+                                boost::system::error_code& ec) {
   namespace http = boost::beast::http;
   // Every element the bytes hold per put (chunk headers and data up to a
   // full `out`), not one: a burst of one-event chunks is one call, not two
@@ -33,11 +35,10 @@ size_t ParseBufferedBody(Parser& parser, boost::beast::flat_buffer& in, char* ou
   // parser would go on into the body with no buffer for it.
   parser.eager(true);
   while (!parser.is_done() && in.size() > 0 && got < out_size) {
-    parser.get().body().data = out + got;
-    parser.get().body().size = out_size - got;
+    parser.set_body_buffer(out + got, out_size - got);
     size_t used = parser.put(in.data(), ec);
     in.consume(used);
-    got = out_size - parser.get().body().size;
+    got = out_size - parser.body_room();
     if (ec == http::error::need_more || ec == http::error::need_buffer) {
       ec = {};
       break;

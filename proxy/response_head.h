@@ -27,6 +27,9 @@ class ResponseHead {
   void insert(std::string_view name, std::string_view value);
   void set(std::string_view name, std::string_view value) { insert(name, value); }
   void set(http::field f, std::string_view value) { insert(http::to_string(f), value); }
+  /// Adds fields already serialised, "Name: value\r\n" each (a backend's,
+  /// as UpstreamResponseParser forwards them).
+  void AppendFields(std::string_view lines) { text_.append(lines); }
 
   /// Content-Length when `length` is known, else chunked when `chunked`,
   /// else close-delimited; Connection as `keep_alive` demands for the

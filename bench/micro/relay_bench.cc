@@ -1,8 +1,9 @@
 // Per-chunk cost of the SSE relay's CPU work, without sockets: what the
 // gateway does with one upstream read that holds one token (a chunked
 // HTTP/1.1 chunk carrying one `data:` event, as gpusim and vLLM send them).
-//   ParseChunk  - ParseBufferedBody, the relay's own parse step: Beast's
-//                 response parser takes the chunk from the connection's
+//   ParseChunk  - ParseBufferedBody, the relay's own parse step: its
+//                 response parser (UpstreamResponseParser, on Beast's
+//                 basic_parser) takes the chunk from the connection's
 //                 buffer into the relay buffer (the chunk header, then its
 //                 data);
 //   Observe     - SseObserver::Filter on the event: the usage and content
@@ -55,7 +56,7 @@ using geogate::proxy::kRelayBufferBytes;
 using geogate::proxy::kUpstreamReadBytes;
 using geogate::proxy::ParseBufferedBody;
 using geogate::proxy::SseObserver;
-using Parser = http::response_parser<http::buffer_body, geogate::common::PooledAllocator<char>>;
+using Parser = geogate::proxy::UpstreamResponseParser;  // the relay's parser
 
 std::string Event(int i) {
   char buf[320];
@@ -83,7 +84,6 @@ void BM_ParseChunk(benchmark::State& state) {
   const std::string chunk = Chunk(event);
   char relay[kRelayBufferBytes];
   Parser parser;  // the relay's parser type
-  parser.body_limit(boost::none);
   boost::beast::flat_buffer in;
   boost::system::error_code ec;
   auto read = [&](std::string_view bytes) {  // as a backend read lands
@@ -166,7 +166,6 @@ const std::string kBurstHead =
 std::vector<std::string> BurstPieces(const std::string& body) {
   std::vector<std::string> pieces;
   Parser parser;
-  parser.body_limit(boost::none);
   boost::beast::flat_buffer in;
   boost::system::error_code ec;
   std::string wire = kBurstHead + body;
@@ -200,7 +199,6 @@ void BM_BurstParse(benchmark::State& state) {
   size_t out = 0;
   for (auto _ : state) {
     Parser parser;
-    parser.body_limit(boost::none);
     boost::beast::flat_buffer in;
     in.reserve(kUpstreamReadBytes);
     boost::system::error_code ec;
