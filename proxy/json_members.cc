@@ -228,15 +228,26 @@ std::string_view TrimJsonSpace(std::string_view v) {
 
 }  // namespace
 
-std::optional<std::string_view> LastTopLevelMember(std::string_view text, std::string_view key) {
-  size_t first = 0;
-  while (first < text.size() && IsJsonSpace(text[first]))
-    ++first;
-  if (first == text.size() || text[first] != '{') return std::nullopt;
+namespace {
+
+// Whether nothing but backslashes come before `pos` in `text`: in a tail
+// cut from a longer text, whether the quote at `pos` is escaped is unknown.
+bool OnlyBackslashesBefore(std::string_view text, size_t pos) {
+  while (pos > 0 && text[pos - 1] == '\\')
+    --pos;
+  return pos == 0;
+}
+
+// LastTopLevelMember's scan from the end of `text`, whose last non-space
+// character must close the top-level object. `cut`: `text` is the tail of a
+// longer one, so a string whose opening quote's escaping it cannot see ends
+// the scan (nullopt).
+std::optional<std::string_view> ScanBackForMember(std::string_view text, std::string_view key,
+                                                  bool cut) {
   size_t i = text.size();
   while (i > 0 && IsJsonSpace(text[i - 1]))
     --i;
-  if (i == first + 1 || text[i - 1] != '}') return std::nullopt;
+  if (i == 0 || text[i - 1] != '}') return std::nullopt;
   size_t value_end = --i;  // the top-level object's '}': the last member's value ends there
   size_t colon = std::string_view::npos;  // of the member being walked, once passed
   int depth = 0;                          // of containers inside the top-level object
@@ -245,7 +256,8 @@ std::optional<std::string_view> LastTopLevelMember(std::string_view text, std::s
     switch (c) {
       case '"': {
         size_t open = StringStart(text, i);
-        if (open == std::string_view::npos) return std::nullopt;
+        if (open == std::string_view::npos || (cut && OnlyBackslashesBefore(text, open)))
+          return std::nullopt;
         if (depth == 0 && colon != std::string_view::npos) {
           // The member's key: the string before its colon.
           if (text.substr(open + 1, i - open - 1) == key)
@@ -278,6 +290,22 @@ std::optional<std::string_view> LastTopLevelMember(std::string_view text, std::s
     }
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string_view> LastTopLevelMember(std::string_view text, std::string_view key) {
+  size_t first = 0;
+  while (first < text.size() && IsJsonSpace(text[first]))
+    ++first;
+  if (first == text.size() || text[first] != '{') return std::nullopt;
+  // From the object's '{' on: the scan ends there at the latest.
+  return ScanBackForMember(text.substr(first), key, /*cut=*/false);
+}
+
+std::optional<std::string_view> LastTopLevelMemberOfTail(std::string_view tail,
+                                                         std::string_view key) {
+  return ScanBackForMember(tail, key, /*cut=*/true);
 }
 
 }  // namespace geogate::proxy

@@ -70,4 +70,12 @@ JsonTopLevel ReadJsonMembers(std::string_view text, std::span<const JsonMemberPa
 ///         otherwise.
 std::optional<std::string_view> LastTopLevelMember(std::string_view text, std::string_view key);
 
+/// LastTopLevelMember over `tail`, the end of a text whose beginning the
+/// caller checked (its first non-space character opened an object) and no
+/// longer holds: for a non-streamed answer too large to keep whole. The
+/// member must lie wholly in `tail`; a scan that reaches the tail's start,
+/// or a string there whose escaping it cannot see, gives nullopt.
+std::optional<std::string_view> LastTopLevelMemberOfTail(std::string_view tail,
+                                                         std::string_view key);
+
 }  // namespace geogate::proxy

@@ -188,16 +188,30 @@ size_t SseObserver::ScanEvents(std::string_view buf, Clock::time_point now) {
   }
 }
 
+void SseObserver::KeepForUsage(std::string_view data) {
+  if (json_start_ == JsonStart::kUnknown) {
+    size_t first = data.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos)
+      json_start_ = data[first] == '{' ? JsonStart::kObject : JsonStart::kOther;
+  }
+  if (json_start_ == JsonStart::kOther) return;  // not an object: it has no usage member
+  if (data.size() >= kUsageTailBytes) {
+    json_body_.assign(data.substr(data.size() - kUsageTailBytes));
+    json_cut_ = true;
+    return;
+  }
+  // Cut to one tail when two would be passed: a byte is moved at most
+  // once on its way through, and at most two tails are held.
+  if (json_body_.size() + data.size() > 2 * kUsageTailBytes) {
+    json_body_.erase(0, json_body_.size() + data.size() - kUsageTailBytes);
+    json_cut_ = true;
+  }
+  json_body_.append(data);
+}
+
 std::string_view SseObserver::Filter(std::string_view data, Clock::time_point now) {
   if (!sse_) {
-    if (!json_overflow_) {
-      if (json_body_.size() + data.size() > kMaxJsonBody) {
-        json_overflow_ = true;
-        json_body_.clear();
-      } else {
-        json_body_.append(data);
-      }
-    }
+    KeepForUsage(data);
     return data;
   }
   if (!holding_) {
@@ -278,7 +292,9 @@ std::string_view SseObserver::Finish(Clock::time_point now) {
     // of a small request's instructions). An answer cut short, or whose
     // usage is not an object, counts nothing.
     std::optional<std::string_view> usage;
-    if (!json_overflow_) usage = LastTopLevelMember(json_body_, "usage");
+    if (json_start_ == JsonStart::kObject)
+      usage = json_cut_ ? LastTopLevelMemberOfTail(json_body_, "usage")
+                        : LastTopLevelMember(json_body_, "usage");
     if (usage)
       ParseUsage(*usage, api_ == Api::kResponses
                              ? std::span<const JsonMemberPath>(kResponsesUsageObject)

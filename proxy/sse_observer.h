@@ -82,6 +82,14 @@ class SseObserver {
   static constexpr size_t kGapBatch = 16;
   using GapSink = std::function<void(std::span<const double>)>;
   void set_gap_sink(GapSink sink) { gap_sink_ = std::move(sink); }
+  /// A non-streamed answer's `usage` is looked for in its last
+  /// kUsageTailBytes (it follows the answer's content: choices, embeddings,
+  /// output); the observer holds between one and two of these per answer,
+  /// never the whole of a large one.
+  static constexpr size_t kUsageTailBytes = 1 << 20;
+  /// The bytes the observer holds now: an unfinished event, or the tail of
+  /// a non-streamed answer.
+  size_t bytes_held() const { return tail_.size() + out_.size() + json_body_.size(); }
   /// Hands the gaps held to the sink; none are held after.
   void FlushGaps();
   /// The gaps held: those not yet handed to the sink.
@@ -101,9 +109,11 @@ class SseObserver {
   void CountContent(Clock::time_point now);
   /// Inspects the complete events in `buf`; @return the bytes they span.
   size_t ScanEvents(std::string_view buf, Clock::time_point now);
+  /// Keeps what a non-streamed answer's usage may be found in: the answer
+  /// while it is small, its last kUsageTailBytes or more once it is not.
+  void KeepForUsage(std::string_view data);
 
   static constexpr size_t kMaxHeldBytes = 1 << 20;
-  static constexpr size_t kMaxJsonBody = 4 << 20;
 
   bool sse_;
   bool strip_usage_;
@@ -116,8 +126,11 @@ class SseObserver {
   common::PooledString out_;
   // Non-SSE bodies, for the usage object at the end; from the block cache,
   // since every non-streamed answer fills one (up to 511 bytes stay there).
+  // Only a tail once the answer outgrows two kUsageTailBytes (json_cut_).
   common::PooledString json_body_;
-  bool json_overflow_ = false;
+  enum class JsonStart : uint8_t { kUnknown, kObject, kOther };
+  JsonStart json_start_ = JsonStart::kUnknown;  // the answer's first non-space byte
+  bool json_cut_ = false;                       // json_body_ lost the answer's start
   bool usage_seen_ = false;
   int64_t prompt_tokens_ = -1;
   int64_t completion_tokens_ = 0;

@@ -225,6 +225,38 @@ TEST_CASE("last top-level member agrees with a parsed document", "[json]") {
     boost::json::value parsed = boost::json::parse(*got, ec);
     REQUIRE_FALSE(ec);
     CHECK(parsed == *want);
+    // Every tail of the answer: the member, or nothing; never another
+    // value. Found in a tail, found in every longer one.
+    bool found_shorter = false;
+    for (size_t cut = text.size(); cut-- > 0;) {
+      std::optional<std::string_view> in_tail =
+          LastTopLevelMemberOfTail(std::string_view(text).substr(cut), "usage");
+      INFO(cut);
+      if (in_tail) {
+        REQUIRE(*in_tail == *got);
+        found_shorter = true;
+      } else {
+        REQUIRE_FALSE(found_shorter);
+      }
+    }
+    CHECK(found_shorter);
   }
   CHECK(with_usage > 1000);
+}
+
+TEST_CASE("last top-level member of a tail: a cut string's escaping is not guessed", "[json]") {
+  auto usage = [](std::string_view tail) { return LastTopLevelMemberOfTail(tail, "usage"); };
+  // The tail of {"a":"x\"usage\":{\"n\":2}","usage":{"n":1}}, cut in the
+  // first string: the real member is found, the one inside the string not.
+  CHECK(usage(R"(usage\":{\"n\":2}","usage":{"n":1}})") == R"({"n":1})");
+  // A quote with nothing or only backslashes before it in the tail may be
+  // escaped by a backslash before the cut: the scan ends there.
+  CHECK(usage(R"("usage":{"n":2}})") == std::nullopt);
+  CHECK(usage(R"(\"usage":{"n":2}})") == std::nullopt);
+  CHECK(usage(R"(\\"usage":{"n":2}})") == std::nullopt);
+  CHECK(usage(R"(x\\"usage":{"n":2}})") == R"({"n":2})");
+  CHECK(usage(R"( "usage":{"n":2}})") == R"({"n":2})");
+  // No object's end, or the scan reaches the start.
+  CHECK(usage(R"(:{"n":1}})") == std::nullopt);
+  CHECK(usage(R"("usage":{"n":1},"x":[)") == std::nullopt);
 }

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,44 @@ TEST_CASE("non-SSE JSON bodies: only the top-level usage counts, from an answer 
                   R"("usage":{"input_tokens":7,"output_tokens":3,"total_tokens":10}})"});
   CHECK(responses.prompt_tokens() == 7);
   CHECK(responses.completion_tokens() == 3);
+}
+
+TEST_CASE("non-SSE JSON bodies: a large answer's usage counts, from a bounded tail", "[sse]") {
+  // An embeddings answer for a large batch runs to tens of MiB, its usage
+  // last. It arrives in reads of 16 KiB; the observer keeps only a tail.
+  std::string row =
+      R"({"object":"embedding","index":0,"embedding":[)" + std::string(4000, '1') + "]},";
+  std::string body = R"({"object":"list","data":[)";
+  while (body.size() < (6u << 20))
+    body += row;
+  body.pop_back();  // the last row's comma
+  body += R"(],"model":"embed-1","usage":{"prompt_tokens":12345,"total_tokens":12345}})";
+  SseObserver o(false, false);
+  std::vector<std::string> reads;
+  for (size_t at = 0; at < body.size(); at += 16384)
+    reads.push_back(body.substr(at, 16384));
+  size_t most_held = 0;
+  Clock::time_point t{};
+  std::string out;
+  for (const auto& r : reads) {
+    out += std::string(o.Filter(r, t));
+    most_held = std::max(most_held, o.bytes_held());
+  }
+  CHECK(o.Finish(t).empty());
+  CHECK(out == body);
+  CHECK(o.usage_seen());
+  CHECK(o.prompt_tokens() == 12345);
+  CHECK(most_held <= 2 * SseObserver::kUsageTailBytes);
+
+  // The tail is scanned only for an answer that began as an object.
+  SseObserver not_object(false, false);
+  Run(not_object, {"[" + std::string(200000, ' ') + ",", R"("usage":{"prompt_tokens":4}})"});
+  CHECK_FALSE(not_object.usage_seen());
+  // Members after usage that outrun the tail: not found, nothing counted.
+  SseObserver far(false, false);
+  Run(far, {R"({"usage":{"prompt_tokens":4},"x":")" +
+            std::string(2 * SseObserver::kUsageTailBytes, 'a') + "\"}"});
+  CHECK_FALSE(far.usage_seen());
 }
 
 TEST_CASE("an error event from a backend is not a token", "[sse]") {
