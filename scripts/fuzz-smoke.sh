@@ -14,7 +14,7 @@ seconds="${1:-20}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build="$root/build-fuzz"
-targets=(proxy_protocol_fuzz client_ip_fuzz config_loader_fuzz)
+targets=(proxy_protocol_fuzz client_ip_fuzz config_loader_fuzz upstream_response_fuzz)
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j2 --target "${targets[@]}"
@@ -55,6 +55,14 @@ printf 'a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.a.b.c.d.e.f.g = 1\n'
 printf '[[a.b]]\nx = [[[{ y.z = [ {w = 1} ] }]]]\n' >"$seed_config/nested"
 printf '[[a]]\n[a.b]\nc.d.e = 1\n' >"$seed_config/array-of-tables-path"
 printf 's = """a\\"""[[{"""" \nt = \x27\x27\x27.[.\x27\x27\x27 # [[\n' >"$seed_config/strings"
+
+# A backend's responses: the first byte picks the split and the body
+# buffer's size (upstream_response_fuzz.cc), the rest is the response.
+seed_up="$corpus/upstream_response"
+mkdir -p "$seed_up"
+printf '\x05HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\nx-request-id: b\r\n\r\n1c\r\ndata: {"choices":[{"delta":{}}\r\n5\r\n]}\n\n\r\n0\r\n\r\n' >"$seed_up/sse-chunked"
+printf '\x2aHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{"choices":[{"text":"\\"usage\\""}],"usage":{"prompt_tokens":3}}  ' >"$seed_up/json"
+printf '\x91HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta"}\n\nevent: response.completed\ndata: {"response":{"usage":{"input_tokens":1,"output_tokens":2}}}\n\n' >"$seed_up/responses-close-delimited"
 
 status=0
 for t in "${targets[@]}"; do
