@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "routing/client_ip.h"
+#include "tests/fuzz/fuzz_check.h"
 
 using geogate::config::Cidr;
 using geogate::config::ClientIpSource;
@@ -19,11 +20,9 @@ using geogate::routing::IpAddr;
 using geogate::routing::IsTrusted;
 using geogate::routing::ResolveClientIp;
 
-namespace {
+using geogate::fuzz::Check;
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
+namespace {
 
 Cidr Prefix(const char* addr, int len) {
   IpAddr ip = *IpAddr::Parse(addr);

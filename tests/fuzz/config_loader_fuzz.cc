@@ -15,12 +15,11 @@
 
 #include "config/input_bounds.h"
 #include "config/loader.h"
+#include "tests/fuzz/fuzz_check.h"
+
+using geogate::fuzz::Check;
 
 namespace {
-
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
 
 // Deepest node of the tree, without recursion: the point is not to trust
 // the shape of the input.

@@ -11,11 +11,14 @@
 #include <vector>
 
 #include "routing/proxy_protocol.h"
+#include "tests/fuzz/fuzz_check.h"
 
 using geogate::routing::kMaxProxyHeaderBytes;
 using geogate::routing::ParseProxyProtocol;
 using geogate::routing::ProxyHeader;
 using geogate::routing::ProxyParseStatus;
+
+using geogate::fuzz::Check;
 
 namespace {
 
@@ -23,10 +26,6 @@ bool Same(const ProxyHeader& a, const ProxyHeader& b) {
   return a.consumed == b.consumed && a.local == b.local && a.source == b.source &&
          a.source_port == b.source_port && a.destination == b.destination &&
          a.destination_port == b.destination_port;
-}
-
-void Check(bool ok) {
-  if (!ok) std::abort();
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "proxy/json_members.h"
 #include "proxy/sse_observer.h"
 #include "proxy/upstream_response_parser.h"
+#include "tests/fuzz/fuzz_check.h"
 
 namespace http = boost::beast::http;
 using geogate::proxy::ForwardsResponseField;
@@ -34,11 +35,9 @@ using geogate::proxy::LastTopLevelMemberOfTail;
 using geogate::proxy::SseObserver;
 using geogate::proxy::UpstreamResponseParser;
 
-namespace {
+using geogate::fuzz::Check;
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
+namespace {
 
 struct Parsed {
   bool failed = false;
