@@ -183,9 +183,22 @@ size_t SseObserver::ScanEvents(std::string_view buf, Clock::time_point now) {
     size_t line_end;
     size_t end = SseEventEnd(buf, pos, line_end);
     if (end == std::string_view::npos) return pos;
-    OnEvent(buf.substr(pos, end - pos), now, line_end - pos);
+    if (tail_lost_) {
+      // The rest of the event that went out unheld: it is not an event of
+      // its own. The whole of it is a Responses event when it had data.
+      tail_lost_ = false;
+      if (api_ == Api::kResponses && lost_had_data_) ++responses_events_;
+    } else {
+      OnEvent(buf.substr(pos, end - pos), now, line_end - pos);
+    }
     pos = end;
   }
+}
+
+void SseObserver::LoseEvent(std::string_view start) {
+  if (tail_lost_) return;  // more of the event lost before: `start` is its middle
+  tail_lost_ = true;
+  lost_had_data_ = start.starts_with("data") || start.find("\ndata") != std::string_view::npos;
 }
 
 void SseObserver::KeepForUsage(std::string_view data) {
@@ -217,24 +230,23 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
   if (!holding_) {
     // Gave up holding (an unfinished event over kMaxHeldBytes: not SSE
     // after all): send `data` untouched; scan a copy of any unfinished
-    // event joined with the new bytes.
+    // event joined with the new bytes. A lost event's end, when it comes,
+    // is the first one ScanEvents finds.
     if (tail_.empty()) {
       size_t done = ScanEvents(data, now);
-      if (done > 0) tail_lost_ = false;  // the lost event ended there
       if (done < data.size()) {
         if (data.size() - done <= kMaxHeldBytes)
           tail_.assign(data.substr(done));
         else
-          tail_lost_ = true;
+          LoseEvent(data.substr(done));
       }
     } else {
       tail_.append(data);
       size_t done = ScanEvents(tail_, now);
-      if (done > 0) tail_lost_ = false;
       tail_.erase(0, done);
       if (tail_.size() > kMaxHeldBytes) {
+        LoseEvent(tail_);
         tail_.clear();
-        tail_lost_ = true;
       }
     }
     return data;
@@ -277,8 +289,8 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
   if (tail_.size() > kMaxHeldBytes) {  // not SSE after all: stop holding
     if (result.data() != out_.data()) out_.assign(result);
     out_.append(tail_);
+    LoseEvent(tail_);  // the client has the start of an event that never ended
     tail_.clear();
-    tail_lost_ = true;  // the client has the start of an event that never ended
     holding_ = false;
     result = out_;
   }

@@ -108,7 +108,13 @@ class SseObserver {
   void OnResponsesEvent(std::string_view event, std::string_view data, Clock::time_point now);
   void CountContent(Clock::time_point now);
   /// Inspects the complete events in `buf`; @return the bytes they span.
+  /// Used once the observer stopped holding: the first event end after an
+  /// event was lost ends that event.
   size_t ScanEvents(std::string_view buf, Clock::time_point now);
+  /// An unfinished event, of which `start` is what is known, went to the
+  /// client unheld: its rest is not inspected as an event of its own. When
+  /// an event is lost already, `start` is more of it.
+  void LoseEvent(std::string_view start);
   /// Keeps what a non-streamed answer's usage may be found in: the answer
   /// while it is small, its last kUsageTailBytes or more once it is not.
   void KeepForUsage(std::string_view data);
@@ -119,6 +125,7 @@ class SseObserver {
   bool strip_usage_;
   bool holding_;            // unfinished events wait for their end (until one is too big)
   bool tail_lost_ = false;  // not holding: the client got part of an event whose rest is unknown
+  bool lost_had_data_ = false;  // that event's start had a data field
   Api api_;
   // From the block cache like json_body_: a new observer per response, and
   // std::string's growth from empty cost several mallocs per stream.

@@ -334,6 +334,29 @@ TEST_CASE("Responses stream: usage from response.completed, first token at the f
   }
 }
 
+TEST_CASE("Responses stream: an event over 1 MiB still takes a sequence number", "[sse]") {
+  // Its start goes out unheld once it passes 1 MiB; when its end comes, it
+  // counts once, however its rest is split into lines.
+  for (bool more_data_lines : {false, true}) {
+    INFO("more data lines " << more_data_lines);
+    SseObserver o(true, /*client_wants_usage=*/false, SseObserver::Api::kResponses);
+    Clock::time_point t{};
+    std::string big =
+        "event: response.output_text.delta\ndata: {\"delta\":\"" + std::string((1 << 20) + 10, 'x');
+    o.Filter(ResponsesDelta(0), t);
+    o.Filter(big, t);
+    CHECK_FALSE(o.at_event_end());
+    // The blank line that ends it split from its last line's end, too.
+    o.Filter(std::string(100, 'y') + (more_data_lines ? "\ndata: \"}" : "\"}") + "\n", t);
+    CHECK_FALSE(o.at_event_end());
+    o.Filter("\n", t);
+    CHECK(o.at_event_end());
+    o.Filter(ResponsesDelta(1), t);
+    CHECK(o.Finish(t).empty());
+    CHECK(o.responses_events() == 3);
+  }
+}
+
 TEST_CASE("Responses stream: usage from response.incomplete and response.failed too", "[sse]") {
   for (const char* type : {"response.incomplete", "response.failed"}) {
     INFO(type);
