@@ -19,13 +19,6 @@ namespace beast = boost::beast;
 
 namespace {
 
-bool NamedInConnection(std::string_view name, std::string_view connection_value) {
-  if (connection_value.empty()) return false;
-  for (auto token : http::token_list(connection_value))
-    if (beast::iequals(token, name)) return true;
-  return false;
-}
-
 bool IsGatewayHeader(std::string_view name) {
   return name.size() >= 10 && beast::iequals(name.substr(0, 10), "x-geogate-");
 }
@@ -45,19 +38,32 @@ bool IsPlainHost(std::string_view host) {
 
 }  // namespace
 
+bool NamedInConnection(std::string_view name, std::string_view connection_value) {
+  if (connection_value.empty()) return false;
+  for (auto token : http::token_list(connection_value))
+    if (beast::iequals(token, name)) return true;
+  return false;
+}
+
+bool IsHopByHopField(http::field f) {
+  switch (f) {
+    case http::field::connection:
+    case http::field::keep_alive:
+    case http::field::proxy_connection:
+    case http::field::te:
+    case http::field::trailer:
+    case http::field::transfer_encoding:
+    case http::field::upgrade:
+    case http::field::proxy_authenticate:
+    case http::field::proxy_authorization:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool IsHopByHop(std::string_view name, std::string_view connection_value) {
-  static constexpr std::string_view kHopByHop[] = {"connection",
-                                                   "keep-alive",
-                                                   "proxy-connection",
-                                                   "te",
-                                                   "trailer",
-                                                   "transfer-encoding",
-                                                   "upgrade",
-                                                   "proxy-authenticate",
-                                                   "proxy-authorization"};
-  for (std::string_view h : kHopByHop)
-    if (beast::iequals(name, h)) return true;
-  return NamedInConnection(name, connection_value);
+  return IsHopByHopField(http::string_to_field(name)) || NamedInConnection(name, connection_value);
 }
 
 std::optional<HeadRefusal> CheckRequestHead(const Fields& fields, unsigned version) {
@@ -111,7 +117,8 @@ void PrepareUpstreamHeaders(const Fields& in, Out& out, const ForwardInfo& fwd) 
       xff += f.value();
       continue;
     }
-    if (IsHopByHop(name, connection) || IsGatewayHeader(name)) continue;
+    if (IsHopByHopField(f.name()) || NamedInConnection(name, connection) || IsGatewayHeader(name))
+      continue;
     if (beast::iequals(name, "x-forwarded-proto") || beast::iequals(name, "x-request-id")) continue;
     if (fwd.replace_trace_context &&
         (beast::iequals(name, "traceparent") || beast::iequals(name, "tracestate")))
@@ -149,21 +156,7 @@ void SetBackendHeaders(Out& out, const config::Backend& backend) {
 }
 
 bool ForwardsResponseField(http::field f, std::string_view name) {
-  switch (f) {
-    case http::field::content_length:
-    case http::field::connection:
-    case http::field::keep_alive:
-    case http::field::proxy_connection:
-    case http::field::te:
-    case http::field::trailer:
-    case http::field::transfer_encoding:
-    case http::field::upgrade:
-    case http::field::proxy_authenticate:
-    case http::field::proxy_authorization:
-      return false;
-    default:
-      break;
-  }
+  if (f == http::field::content_length || IsHopByHopField(f)) return false;
   if (IsGatewayHeader(name) || beast::iequals(name, "x-request-id")) return false;
   // The listener's CORS policy is the gateway's (proxy/cors.h): a
   // backend's own (vLLM allows every origin by default) never reaches a

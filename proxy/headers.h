@@ -32,6 +32,10 @@ using Fields = http::basic_fields<common::PooledAllocator<char>>;
 /// Upgrade, Proxy-Authenticate/-Authorization, and any field named in the
 /// message's Connection header (`connection_value`).
 bool IsHopByHop(std::string_view name, std::string_view connection_value);
+/// The fixed part of that list, by Beast's code for the field's name.
+bool IsHopByHopField(http::field f);
+/// Whether `connection_value` (a Connection field's) names `name`.
+bool NamedInConnection(std::string_view name, std::string_view connection_value);
 
 /// Why a client's request head is refused before it is handled.
 struct HeadRefusal {

@@ -44,7 +44,6 @@ namespace {
 using health::FailureReason;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
-using ResponseParser = UpstreamResponseParser;
 
 constexpr auto kHealthWatchPeriod = std::chrono::milliseconds(25);
 
@@ -213,7 +212,7 @@ AttemptResult Relayed(bool keep_alive) {
 // body. A stream's lifetime holds Run's and Relay's frames, not Attempt's.
 struct CommittedExchange {
   UpstreamConnPtr conn;  // null until an attempt commits
-  common::PooledPtr<ResponseParser> parser;
+  common::PooledPtr<UpstreamResponseParser> parser;
   InflightGuard inflight;  // the backend's in-flight count, until the relay ends
   size_t first = 0;        // body bytes in the relay buffer already
   bool reusable = false;   // set by Relay: the connection may serve another request
@@ -309,15 +308,17 @@ class ProxyCall {
   AttemptResult ClientLeft(size_t backend, SseObserver& sse);
   /// A TTFT sample of the committed attempt (sent at `t0`, first token at `t_first`).
   void LearnTtft(size_t backend, Clock::time_point t0, Clock::time_point t_first);
-  size_t DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
+  size_t DrainBuffered(UpstreamConn& conn, UpstreamResponseParser& parser, size_t got,
                        boost::system::error_code& ec);
   using ReadResult = std::tuple<boost::system::error_code, size_t>;
   template <class Token>
   static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn, Token token,
                                                  size_t bytes = kUpstreamReadBytes);
-  static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
+  static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn,
+                                                    UpstreamResponseParser& parser,
                                                     ReadResult read);
-  static boost::system::error_code TakeUpstreamHeadRead(UpstreamConn& conn, ResponseParser& parser,
+  static boost::system::error_code TakeUpstreamHeadRead(UpstreamConn& conn,
+                                                        UpstreamResponseParser& parser,
                                                         ReadResult read);
 
   RequestContext& ctx_;
@@ -578,7 +579,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
   // Not in this frame: 272 bytes more made it 1056, past what Asio
   // recycles, so every attempt cost a malloc large enough to make glibc
   // consolidate its fast bins.
-  common::PooledPtr<ResponseParser> parser;
+  common::PooledPtr<UpstreamResponseParser> parser;
   // The clock as of the last wait: read again only after one (a connect, a
   // stale connection's read), not several times in one synchronous stretch.
   Clock::time_point now = t0;
@@ -600,7 +601,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
     }
     conn->uses++;
     watch_.Target(&conn->stream);
-    parser = common::MakePooled<ResponseParser>();
+    parser = common::MakePooled<UpstreamResponseParser>();
     // Until the first body byte: the first-token deadline, and a backend the
     // health checks take out of rotation meanwhile is abandoned at once.
     auto ttft_budget = std::min(up_cfg_.first_token_timeout, Remaining(deadline, now));
@@ -746,7 +747,7 @@ void ProxyCall::EndExchange(size_t backend) {
 
 net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
   UpstreamConn& conn = *exchange_.conn;
-  ResponseParser& parser = *exchange_.parser;
+  UpstreamResponseParser& parser = *exchange_.parser;
   const size_t first = exchange_.first;
   const config::Backend& b = ctx_.cfg.backends[backend];
   ReleaseRequestCopies();  // sent, and no other attempt will send them again
@@ -873,7 +874,7 @@ net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
 
 // Parses what the connection's buffer holds into the relay buffer after
 // its first `got` bytes (see ParseBufferedBody).
-size_t ProxyCall::DrainBuffered(UpstreamConn& conn, ResponseParser& parser, size_t got,
+size_t ProxyCall::DrainBuffered(UpstreamConn& conn, UpstreamResponseParser& parser, size_t got,
                                 boost::system::error_code& ec) {
   relay_lease_.Retake();
   size_t n =
@@ -898,7 +899,8 @@ net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn
 
 // The backend closing the connection ends a close-delimited body, and cuts
 // any other (partial_message).
-boost::system::error_code ProxyCall::TakeUpstreamRead(UpstreamConn& conn, ResponseParser& parser,
+boost::system::error_code ProxyCall::TakeUpstreamRead(UpstreamConn& conn,
+                                                      UpstreamResponseParser& parser,
                                                       ReadResult read) {
   auto [ec, n] = read;
   conn.buffer.commit(n);
@@ -915,7 +917,8 @@ boost::system::error_code ProxyCall::TakeUpstreamRead(UpstreamConn& conn, Respon
 // byte is end_of_stream (a stale pooled connection), within the head
 // partial_message; need_more only asks for the next read.
 boost::system::error_code ProxyCall::TakeUpstreamHeadRead(UpstreamConn& conn,
-                                                          ResponseParser& parser, ReadResult read) {
+                                                          UpstreamResponseParser& parser,
+                                                          ReadResult read) {
   auto [ec, n] = read;
   conn.buffer.commit(n);
   if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {

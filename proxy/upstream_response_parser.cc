@@ -17,12 +17,6 @@ namespace {
 
 constexpr uint32_t kHeadLimit = 64 * 1024;
 
-bool Named(std::string_view tokens, std::string_view name) {
-  for (auto token : http::token_list(tokens))
-    if (beast::iequals(token, name)) return true;
-  return false;
-}
-
 }  // namespace
 
 UpstreamResponseParser::UpstreamResponseParser() {
@@ -77,7 +71,7 @@ void UpstreamResponseParser::DropConnectionNamed() {
     size_t end = all.find("\r\n") + 2;  // every line was written with its CRLF
     std::string_view line = all.substr(0, end);
     all.remove_prefix(end);
-    if (!Named(connection_, line.substr(0, line.find(':')))) kept.append(line);
+    if (!NamedInConnection(line.substr(0, line.find(':')), connection_)) kept.append(line);
   }
   fields_ = std::move(kept);
 }
