@@ -8,7 +8,7 @@
 // destruction joins that thread, so it holds the process exit as well. A
 // DetachedLookup that takes too long is simply abandoned: its thread ends on
 // its own and posts nothing. Callers put their own deadline around it
-// (tracing's BoundedResolver, the data plane's UpstreamResolver).
+// (BoundedResolver, the data plane's UpstreamResolver).
 #pragma once
 
 #include <cstdint>

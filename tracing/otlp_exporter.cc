@@ -20,8 +20,8 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "common/bounded_resolver.h"
 #include "common/log.h"
-#include "tracing/bounded_resolver.h"
 
 namespace geogate::tracing {
 
@@ -85,7 +85,7 @@ struct OtlpExporter::State {
   std::shared_ptr<SpanBatcher> batcher;
   net::steady_timer timer;
   net::steady_timer flush_timer;
-  BoundedResolver resolver;
+  common::BoundedResolver resolver;
   ExportOptions options;
   bool started = false;
   bool stopped = false;
@@ -223,7 +223,7 @@ net::awaitable<void> OtlpExporter::Loop(std::shared_ptr<State> st) {
 // st->conn is open (and TLS established), else why not.
 net::awaitable<std::string> OtlpExporter::Connect(std::shared_ptr<State> st, const ExportOptions& o,
                                                   Clock::time_point end) {
-  BoundedResolver::Endpoints endpoints;
+  common::BoundedResolver::Endpoints endpoints;
   error_code addr_ec;
   auto addr = net::ip::make_address(o.host, addr_ec);
   if (!addr_ec) {

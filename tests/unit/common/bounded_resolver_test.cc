@@ -2,7 +2,7 @@
 // timed_out; no second thread starts while it hangs; a later lookup works
 // once it returned), and Cancel(). The lookups are injected: no DNS, no
 // sockets.
-#include "tracing/bounded_resolver.h"
+#include "common/bounded_resolver.h"
 
 #include <catch2/catch.hpp>
 
@@ -15,7 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-namespace geogate::tracing {
+namespace geogate::common {
 namespace {
 
 namespace net = boost::asio;
@@ -68,7 +68,7 @@ std::pair<error_code, Endpoints> RunResolve(net::io_context& ioc, BoundedResolve
   return out;
 }
 
-TEST_CASE("a lookup that answers in time gives its addresses", "[tracing][resolver]") {
+TEST_CASE("a lookup that answers in time gives its addresses", "[common][resolver]") {
   net::io_context ioc;
   auto gate = std::make_shared<Gate>();
   gate->Open();
@@ -80,7 +80,7 @@ TEST_CASE("a lookup that answers in time gives its addresses", "[tracing][resolv
   CHECK(eps[0].port() == 4318);
 }
 
-TEST_CASE("a hanging lookup times out, and starts no second thread", "[tracing][resolver]") {
+TEST_CASE("a hanging lookup times out, and starts no second thread", "[common][resolver]") {
   net::io_context ioc;
   auto gate = std::make_shared<Gate>();
   BoundedResolver r(ioc.get_executor(), Held(gate));
@@ -105,7 +105,7 @@ TEST_CASE("a hanging lookup times out, and starts no second thread", "[tracing][
   CHECK(gate->Started() == 2);
 }
 
-TEST_CASE("Cancel ends a waiting lookup, Abandon every later one", "[tracing][resolver]") {
+TEST_CASE("Cancel ends a waiting lookup, Abandon every later one", "[common][resolver]") {
   net::io_context ioc;
   auto gate = std::make_shared<Gate>();
   BoundedResolver r(ioc.get_executor(), Held(gate));
@@ -126,4 +126,4 @@ TEST_CASE("Cancel ends a waiting lookup, Abandon every later one", "[tracing][re
 }
 
 }  // namespace
-}  // namespace geogate::tracing
+}  // namespace geogate::common

@@ -1,11 +1,11 @@
-#include "tracing/bounded_resolver.h"
+#include "common/bounded_resolver.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-namespace geogate::tracing {
+namespace geogate::common {
 
 namespace net = boost::asio;
 using boost::system::error_code;
@@ -85,4 +85,4 @@ net::awaitable<std::pair<error_code, BoundedResolver::Endpoints>> BoundedResolve
   co_return Result{pending->ec, std::move(pending->endpoints)};
 }
 
-}  // namespace geogate::tracing
+}  // namespace geogate::common

@@ -1,4 +1,5 @@
-// Name resolution under a deadline, for the span exporter: each lookup is
+// Name resolution under a deadline, for the span exporter and the health
+// probes: each lookup is
 // a common::DetachedLookup (a thread of its own, abandoned when it takes too
 // long, since nothing interrupts getaddrinfo); the caller waits at most
 // `timeout`, and at most one lookup runs at a time: a lookup asked for while
@@ -20,7 +21,7 @@
 
 #include "common/detached_lookup.h"
 
-namespace geogate::tracing {
+namespace geogate::common {
 
 class BoundedResolver {
  public:
@@ -56,4 +57,4 @@ class BoundedResolver {
   bool abandoned_ = false;
 };
 
-}  // namespace geogate::tracing
+}  // namespace geogate::common
