@@ -17,6 +17,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "common/bounded_resolver.h"
 #include "health/load_report_parser.h"
 
 namespace geogate::health {
@@ -39,12 +40,6 @@ std::string Unbracket(const std::string& host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     return host.substr(1, host.size() - 2);
   return host;
-}
-
-bool IsIpLiteral(const std::string& host) {
-  ErrorCode ec;
-  asio::ip::make_address(host, ec);
-  return !ec;
 }
 
 std::string HostHeader(const std::string& host, uint16_t port, bool tls) {
@@ -192,7 +187,11 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
         options_(std::move(options)),
         bare_host_(Unbracket(options_.host)),
         host_header_(HostHeader(options_.host, options_.port, options_.tls)),
-        port_(std::to_string(options_.port)) {
+        port_(options_.port),
+        resolver_(io.get_executor(), options_.lookup) {
+    ErrorCode ec;
+    address_ = asio::ip::make_address(bare_host_, ec);
+    literal_ = !ec;
     if (options_.tls) MakeTlsContext();
   }
 
@@ -209,6 +208,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
     cb_ = nullptr;
     in_flight_ = false;
     phase_ = Phase::kIdle;
+    resolver_.Cancel();  // a probe waiting for its lookup ends now
     DropConnection();
   }
 
@@ -226,7 +226,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
   // an abandoned coroutine unwinding late only ever touches its own, closed,
   // connection and never the next probe's.
   struct Conn {
-    Conn(asio::io_context& io, ssl::context* tls_ctx) : resolver(io) {
+    Conn(asio::io_context& io, ssl::context* tls_ctx) {
       if (tls_ctx != nullptr) {
         tls.emplace(io, *tls_ctx);
       } else {
@@ -235,11 +235,9 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
     }
     beast::tcp_stream& lowest() { return tls ? tls->next_layer() : *plain; }
     void close() {
-      resolver.cancel();
       lowest().close();
       open = false;
     }
-    tcp::resolver resolver;
     std::optional<beast::tcp_stream> plain;
     std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
     beast::flat_buffer buffer;
@@ -283,9 +281,28 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
     if (cb) cb(result);
   }
 
+  // The addresses to connect to, or why there are none.
+  asio::awaitable<FailureReason> Resolve(Clock::time_point deadline, common::Endpoints& out) {
+    if (literal_) {
+      out.assign(1, tcp::endpoint(address_, port_));
+      co_return FailureReason::kNone;
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left <= std::chrono::milliseconds::zero()) co_return FailureReason::kConnectTimeout;
+    auto [ec, endpoints] = co_await resolver_.Resolve(bare_host_, port_, left);
+    // Timed out, or an earlier lookup of this name is still stuck.
+    if (ec == asio::error::timed_out || ec == asio::error::try_again)
+      co_return FailureReason::kConnectTimeout;
+    if (ec) co_return FailureReason::kConnectRefused;  // no address: nothing to reach
+    out = std::move(endpoints);
+    co_return FailureReason::kNone;
+  }
+
   asio::awaitable<FailureReason> connect(Conn& c, Clock::time_point deadline) {
-    auto [rec, endpoints] = co_await c.resolver.async_resolve(bare_host_, port_, kTuple);
-    if (rec) co_return FailureReason::kConnectRefused;  // no address: nothing to reach
+    common::Endpoints endpoints;
+    if (FailureReason why = co_await Resolve(deadline, endpoints); why != FailureReason::kNone)
+      co_return why;
     c.lowest().expires_at(deadline);
     auto [cec, endpoint] = co_await c.lowest().async_connect(endpoints, kTuple);
     if (cec) co_return ClassifyConnect(cec);
@@ -296,8 +313,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
       if (!tls_ctx_ok_) co_return FailureReason::kTlsError;
       // SNI is for host names only (RFC 6066); IP literals are verified
       // against the certificate's IP SANs by host_name_verification.
-      if (!IsIpLiteral(bare_host_) &&
-          SSL_set_tlsext_host_name(c.tls->native_handle(), bare_host_.c_str()) != 1)
+      if (!literal_ && SSL_set_tlsext_host_name(c.tls->native_handle(), bare_host_.c_str()) != 1)
         co_return FailureReason::kTlsError;
       if (options_.tls_verify) {
         ErrorCode vec;
@@ -422,7 +438,10 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
   const Options options_;
   const std::string bare_host_;
   const std::string host_header_;
-  const std::string port_;
+  const uint16_t port_;
+  asio::ip::address address_;  // bare_host_ when it is an IP literal (literal_)
+  bool literal_ = false;
+  common::BoundedResolver resolver_;  // host names only
   std::optional<ssl::context> tls_ctx_;
   bool tls_ctx_ok_ = true;
 

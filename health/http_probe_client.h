@@ -8,7 +8,12 @@
 //    name verification against the system store or backend.ca_file;
 //    backend.tls_verify = false turns verification off.
 //  - One deadline (health.timeout) covers resolve, connect, TLS handshake,
-//    request and response. A reused connection the server has closed in the
+//    request and response.
+//  - Names: an IP literal needs no lookup. A host name is looked up on a
+//    thread of its own (common::BoundedResolver), one lookup per backend at
+//    a time: every backend's probes share the health thread, and a name
+//    server that stalls holds only the probes of the names it serves
+//    (kConnectTimeout), never another backend's. A reused connection the server has closed in the
 //    meantime is reopened once within the same deadline.
 //  - RTT: the request on an established connection; a probe that had to
 //    connect reports the total.
@@ -27,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "common/detached_lookup.h"
 #include "config/snapshot.h"
 #include "health/probe_client.h"
 
@@ -48,6 +54,7 @@ class HttpProbeClient final : public ProbeClient {
     Millis timeout{200};
     std::string ca_file;  // empty = system store
     bool tls_verify = true;
+    common::LookupFn lookup;  // a host name's lookup; empty = the system resolver
 
     static Options From(const config::Backend& backend, const config::Health& health);
   };

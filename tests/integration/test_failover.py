@@ -239,10 +239,6 @@ class RegionFailoverTest(unittest.TestCase):
         self.assertGreaterEqual(gw.metric("geogate_backend_healthy", backend="us1"), 1)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class ConnectDeadlineTest(unittest.TestCase):
     def test_a_backend_that_never_answers_the_handshake_costs_connect_timeout_ms(self):
         """A backend passes its probe, then its host goes silent: the
@@ -366,13 +362,12 @@ class QuietDns:
 @unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"),
                      "needs root and unshare (a mount namespace for the test's resolv.conf)")
 class StalledDnsTest(unittest.TestCase):
-    def test_a_backend_name_that_no_longer_resolves_costs_connect_timeout_ms(self):
-        """A backend named by host passes its probes while DNS answers; then
-        the name server goes silent. The request that has to look the name
-        up waits connect_timeout_ms, not the system resolver's retries, and
-        fails over to the next backend."""
+    def dns_namespace(self, names: set[str]) -> tuple[QuietDns, list[str]]:
+        """A QuietDns for `names`, and the command prefix that runs a
+        process with a resolv.conf naming it (one try of 10 s: a lookup
+        without a deadline of its own waits that long)."""
         try:
-            dns = QuietDns({"near.geogate.test"})
+            dns = QuietDns(names)
         except OSError as e:
             self.skipTest(f"cannot serve DNS on {QuietDns.ADDRESS}:53: {e}")
         self.addCleanup(dns.close)
@@ -380,16 +375,23 @@ class StalledDnsTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, work, True)
         resolv = os.path.join(work, "resolv.conf")
         with open(resolv, "w") as f:
-            # One try of 10 s: without a deadline of its own, the lookup
-            # holds the request that long.
             f.write(f"nameserver {QuietDns.ADDRESS}\noptions timeout:10 attempts:1\n")
         wrap = ["unshare", "--mount", "--", "sh", "-c",
                 'mount --bind "$0" /etc/resolv.conf && exec "$@"', resolv]
-        check = subprocess.run(wrap + ["getent", "ahostsv4", "near.geogate.test"],
+        name = next(iter(names))
+        check = subprocess.run(wrap + ["getent", "ahostsv4", name],
                                capture_output=True, text=True, timeout=20)
         if check.returncode != 0 or "127.0.0.1" not in check.stdout:
             self.skipTest("cannot give a process its own resolv.conf here: "
                           f"{check.stderr.strip()[-300:]}")
+        return dns, wrap
+
+    def test_a_backend_name_that_no_longer_resolves_costs_connect_timeout_ms(self):
+        """A backend named by host passes its probes while DNS answers; then
+        the name server goes silent. The request that has to look the name
+        up waits connect_timeout_ms, not the system resolver's retries, and
+        fails over to the next backend."""
+        dns, wrap = self.dns_namespace({"near.geogate.test"})
         near = GpuSim(name="near").start(self)
         far = GpuSim(name="far").start(self)
         cfg = GatewayConfig()
@@ -426,3 +428,50 @@ class StalledDnsTest(unittest.TestCase):
         self.assertEqual(rec["attempts"], 2, rec)
         self.assertGreaterEqual(gw.metric("geogate_upstream_errors_total", backend="near",
                                           reason="connect_timeout"), 1)
+
+    def test_a_stalled_name_does_not_hold_the_other_backends_probes(self):
+        """Every backend's health probes run on one thread. While one
+        backend's name cannot be looked up (a silent name server), the
+        probes of the others go on, also those that need a new connection
+        (here the server closes idle connections between probes): the other
+        backend stays up and serves. Before, every probe's lookup, even of
+        an IP address, waited in one queue behind the stalled one (10 s
+        here), so the other backend went down as well."""
+        dns, wrap = self.dns_namespace({"near.geogate.test"})
+        near = GpuSim(name="near").start(self)
+        far = GpuSim(name="far", idle_timeout_ms=50).start(self)
+        cfg = GatewayConfig()
+        cfg.gateway["location"] = {"lat": 50.0, "lon": 8.0}
+        cfg.region("r-near", lat=50.0, lon=8.0).region("r-far", lat=-33.9, lon=151.2)
+        cfg.backend(near, "r-near", name="near", url=f"http://near.geogate.test:{near.port}",
+                    tier="reserved")
+        cfg.backend(far, "r-far", name="far")
+        cfg.health = {"interval_ms": 200, "timeout_ms": 300, "healthy_threshold": 1,
+                      "unhealthy_threshold": 2}
+        gw = Gateway(cfg)
+        gw.args = wrap + gw.args
+        gw.start(self)
+        gw.wait_until_ready()
+        gw.wait_backend("near")
+        gw.wait_backend("far")
+        dns.silent.set()
+        # near's probe connection goes: its next probes look its name up,
+        # and wait for the silent name server.
+        near.stop()
+        gw.wait_backend("near", healthy=False, timeout=5)
+        # Generous: two failed probes (about 0.5 s) took far down before.
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            state = gw.backend("far")
+            self.assertTrue(state["healthy"], state)
+            time.sleep(0.1)
+        status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                    headers={"x-request-id": "stalled-probe-1"}, timeout=30)
+        self.assertEqual(status, 200, body)
+        rec = wait_until(lambda: next((r for r in gw.access_log()
+                                       if r.get("request_id") == "stalled-probe-1"), None), 10)
+        self.assertEqual(rec["backend"], "far", rec)
+
+
+if __name__ == "__main__":
+    unittest.main()

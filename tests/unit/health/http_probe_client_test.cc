@@ -8,6 +8,7 @@
 #include <openssl/x509v3.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -323,6 +324,111 @@ TEST_CASE("http probe: load_report path fetches vLLM metrics on the same connect
   CHECK(server.accepted == 1);
   CHECK(server.targets ==
         std::vector<std::string>{"/base/health", "/base/metrics", "/base/health", "/base/metrics"});
+}
+
+namespace {
+
+// A lookup that answers with 127.0.0.1 after `gate` opens (at once when it
+// is open), counting the lookups that started.
+struct LookupGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = true;
+  int started = 0;
+  void Open() {
+    std::lock_guard lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+  int Started() {
+    std::lock_guard lock(mu);
+    return started;
+  }
+};
+
+geogate::common::LookupFn GatedLookup(std::shared_ptr<LookupGate> gate) {
+  return [gate](const std::string&, uint16_t port, geogate::common::Endpoints& out) {
+    std::unique_lock lock(gate->mu);
+    ++gate->started;
+    gate->cv.wait(lock, [&] { return gate->open; });
+    out.emplace_back(asio::ip::address_v4::loopback(), port);
+    return boost::system::error_code();
+  };
+}
+
+}  // namespace
+
+TEST_CASE("http probe: a host name is looked up once per connection, an address never",
+          "[health][http]") {
+  asio::io_context io;
+  TestServer server(io);
+  auto gate = std::make_shared<LookupGate>();
+  auto named = Plain(server.port);
+  named.host = "backend.test";
+  named.lookup = GatedLookup(gate);
+  HttpProbeClient by_name(io, named);
+  for (int i = 0; i < 2; ++i)
+    CHECK(RunProbe(io, by_name).ok);
+  CHECK(gate->Started() == 1);  // the second probe reused the connection
+  CHECK(server.hosts.back() == "backend.test:" + std::to_string(server.port));
+
+  auto literal = Plain(server.port);
+  literal.lookup = GatedLookup(gate);
+  HttpProbeClient by_address(io, literal);
+  CHECK(RunProbe(io, by_address).ok);
+  CHECK(gate->Started() == 1);
+}
+
+TEST_CASE("http probe: a stalled lookup costs its own probe the timeout, no other's",
+          "[health][http]") {
+  asio::io_context io;
+  TestServer server(io);
+  // A name server that stopped answering for one name: its lookup never
+  // returns until the end of the test.
+  auto stalled = std::make_shared<LookupGate>();
+  stalled->open = false;
+  auto a = Plain(server.port, 300ms);
+  a.host = "stalled.test";
+  a.lookup = GatedLookup(stalled);
+  HttpProbeClient client_a(io, a);
+  auto answering = std::make_shared<LookupGate>();
+  auto b = Plain(server.port, 300ms);
+  b.host = "other.test";
+  b.lookup = GatedLookup(answering);
+  HttpProbeClient client_b(io, b);
+
+  std::optional<ProbeResult> got_a;
+  const auto t0 = std::chrono::steady_clock::now();
+  client_a.probe([&](const ProbeResult& r) { got_a = r; });
+  // While a's lookup hangs, b's probe (on the same thread) is served.
+  const ProbeResult rb = RunProbe(io, client_b);
+  CHECK(rb.ok);
+  CHECK_FALSE(got_a.has_value());
+  while (!got_a && std::chrono::steady_clock::now() - t0 < 10s)
+    io.run_one_for(10ms);
+  REQUIRE(got_a.has_value());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK_FALSE(got_a->ok);
+  CHECK(got_a->reason == FailureReason::kConnectTimeout);
+  CHECK(took >= 250ms);
+  CHECK(took < 5s);
+  // The next probe finds the lookup still stuck: it fails at once and
+  // starts no second lookup thread.
+  const auto t1 = std::chrono::steady_clock::now();
+  const ProbeResult again = RunProbe(io, client_a);
+  CHECK(again.reason == FailureReason::kConnectTimeout);
+  CHECK(std::chrono::steady_clock::now() - t1 < 250ms);
+  CHECK(stalled->Started() == 1);
+  // Once the name server answers again, so does the probe.
+  stalled->Open();
+  std::optional<ProbeResult> after;
+  const auto t2 = std::chrono::steady_clock::now();
+  while (!(after && after->ok) && std::chrono::steady_clock::now() - t2 < 10s) {
+    after = RunProbe(io, client_a);
+    io.run_for(20ms);
+  }
+  REQUIRE(after.has_value());
+  CHECK(after->ok);
 }
 
 TEST_CASE("http probe: cancel abandons the probe and its callback never runs", "[health][http]") {
