@@ -1,6 +1,7 @@
 #include "proxy/headers.h"
 
 #include <charconv>
+#include <iterator>
 #include <random>
 #include <type_traits>
 
@@ -95,7 +96,20 @@ std::optional<HeadRefusal> CheckRequestHead(const Fields& fields, unsigned versi
 
 template <class Out>
 void PrepareUpstreamHeaders(const Fields& in, Out& out, const ForwardInfo& fwd) {
-  std::string_view connection = in[http::field::connection];
+  // Every Connection field names fields to drop (RFC 9110 7.6.1: a list,
+  // which a client may send as several fields), not only the first.
+  std::string_view connection;
+  thread_local std::string joined;  // reused, as xff below
+  auto [first, end] = in.equal_range(http::field::connection);
+  if (first != end) {
+    connection = first->value();
+    if (std::next(first) != end) {
+      joined.clear();
+      for (auto it = first; it != end; ++it)
+        joined.append(it->value()).append(",");
+      connection = joined;
+    }
+  }
   // Per thread and reused: a fresh string here was a heap allocation for
   // every proxied request (the peer address alone outgrows SSO once a
   // client's own X-Forwarded-For is joined to it).

@@ -87,6 +87,32 @@ TEST_CASE("upstream request headers: no client key, no hop-by-hop, XFF appended"
   CHECK(out["x-request-id"] == "rid-1");
 }
 
+TEST_CASE("upstream request headers: every Connection field names fields to drop", "[headers]") {
+  // RFC 9110 7.6.1: Connection is a list, and a client may send it as
+  // several fields. The fuzz target client_request_fuzz found the second
+  // field's names forwarded.
+  Fields in;
+  in.set(http::field::host, "edge.example.com");
+  in.insert(http::field::connection, "keep-alive");
+  in.insert(http::field::connection, "X-Hop-A");
+  in.insert("Connection", "x-hop-b, close");
+  in.set("X-Hop-A", "1");
+  in.set("x-hop-b", "2");
+  in.set("X-Kept", "3");
+  PooledString text;
+  HeaderText sink(text);
+  PrepareUpstreamHeaders(in, sink, ForwardInfo{"127.0.0.1", false, "rid"});
+  FieldList sent = ParseHead<true>("GET / HTTP/1.1\r\n" + std::string(text) + "\r\n");
+  auto has = [&](std::string_view name) {
+    return std::any_of(sent.begin(), sent.end(),
+                       [&](const auto& f) { return boost::beast::iequals(f.first, name); });
+  };
+  CHECK_FALSE(has("X-Hop-A"));
+  CHECK_FALSE(has("x-hop-b"));
+  CHECK_FALSE(has("Connection"));
+  CHECK(has("X-Kept"));
+}
+
 TEST_CASE("backend headers: Host with non-default port, the backend's own key", "[headers]") {
   geogate::config::Backend b;
   b.host = "10.0.1.10";
