@@ -6,7 +6,8 @@
 #
 #   scripts/fuzz-smoke.sh [SECONDS]     default 20 seconds per target
 #
-# Targets: PROXY protocol, X-Forwarded-For, the config loader.
+# Targets: PROXY protocol, X-Forwarded-For, the config loader, a backend's
+# response, a client's request.
 set -euo pipefail
 
 seconds="${1:-20}"
@@ -14,7 +15,8 @@ seconds="${1:-20}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build="$root/build-fuzz"
-targets=(proxy_protocol_fuzz client_ip_fuzz config_loader_fuzz upstream_response_fuzz)
+targets=(proxy_protocol_fuzz client_ip_fuzz config_loader_fuzz upstream_response_fuzz
+         client_request_fuzz)
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j2 --target "${targets[@]}"
@@ -63,6 +65,14 @@ mkdir -p "$seed_up"
 printf '\x05HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\nx-request-id: b\r\n\r\n1c\r\ndata: {"choices":[{"delta":{}}\r\n5\r\n]}\n\n\r\n0\r\n\r\n' >"$seed_up/sse-chunked"
 printf '\x2aHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{"choices":[{"text":"\\"usage\\""}],"usage":{"prompt_tokens":3}}  ' >"$seed_up/json"
 printf '\x91HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta"}\n\nevent: response.completed\ndata: {"response":{"usage":{"input_tokens":1,"output_tokens":2}}}\n\n' >"$seed_up/responses-close-delimited"
+
+# A client's requests: the first byte picks the split
+# (client_request_fuzz.cc), the rest is the request.
+seed_req="$corpus/client_request"
+mkdir -p "$seed_req"
+printf '\x10POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nAuthorization: Bearer k\r\nConnection: keep-alive\r\nX-Forwarded-For: 198.51.100.1\r\nContent-Length: 82\r\n\r\n{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"x":[1,2,3]}' >"$seed_req/post"
+printf '\x33POST /v1/../v1/./completions?x=%%41 HTTP/1.1\r\nHost: gw:8080\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nConnection: x-hop\r\nx-hop: 1\r\nx-geogate-residency: eu\r\n\r\n1a\r\n{"model":"a\\u0062","stream\r\n9\r\n":false}\r\n0\r\n\r\n' >"$seed_req/chunked-two-connections"
+printf '\x02GET /v1/models/meta-llama%%2FLlama-3.1-8B HTTP/1.0\r\n\r\n' >"$seed_req/get-http10"
 
 status=0
 for t in "${targets[@]}"; do
