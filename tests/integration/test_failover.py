@@ -386,30 +386,38 @@ class StalledDnsTest(unittest.TestCase):
                           f"{check.stderr.strip()[-300:]}")
         return dns, wrap
 
-    def test_a_backend_name_that_no_longer_resolves_costs_connect_timeout_ms(self):
-        """A backend named by host passes its probes while DNS answers; then
-        the name server goes silent. The request that has to look the name
-        up waits connect_timeout_ms, not the system resolver's retries, and
-        fails over to the next backend."""
+    def named_and_addressed(self, near: GpuSim, far: GpuSim,
+                            health: dict) -> tuple[Gateway, QuietDns]:
+        """A gateway (not started) with `near` named near.geogate.test, served
+        by the test's name server and preferred (reserved, within the
+        latency window of far), and `far` by its address."""
         dns, wrap = self.dns_namespace({"near.geogate.test"})
-        near = GpuSim(name="near").start(self)
-        far = GpuSim(name="far").start(self)
         cfg = GatewayConfig()
         cfg.gateway["location"] = {"lat": 50.0, "lon": 8.0}
         cfg.region("r-near", lat=50.0, lon=8.0).region("r-far", lat=-33.9, lon=151.2)
-        # near is preferred (reserved, within the latency window of far).
         cfg.backend(near, "r-near", name="near", url=f"http://near.geogate.test:{near.port}",
                     tier="reserved")
         cfg.backend(far, "r-far", name="far")
-        # Up after one probe; probes keep their connection, so the silence
-        # meets the request path first.
-        cfg.health = {"interval_ms": 1000, "timeout_ms": 300, "healthy_threshold": 1,
-                      "unhealthy_threshold": 10}
+        cfg.health = health
         cfg.upstream = {"connect_timeout_ms": 300}
         gw = Gateway(cfg)
         # The gateway sees the test's resolv.conf through a mount namespace
         # of its own; unshare and sh exec, so the PID stays the gateway's.
         gw.args = wrap + gw.args
+        return gw, dns
+
+    def test_a_backend_name_that_no_longer_resolves_costs_connect_timeout_ms(self):
+        """A backend named by host passes its probes while DNS answers; then
+        the name server goes silent. The request that has to look the name
+        up waits connect_timeout_ms, not the system resolver's retries, and
+        fails over to the next backend."""
+        near = GpuSim(name="near").start(self)
+        far = GpuSim(name="far").start(self)
+        # Up after one probe; probes keep their connection, so the silence
+        # meets the request path first.
+        gw, dns = self.named_and_addressed(near, far, {
+            "interval_ms": 1000, "timeout_ms": 300, "healthy_threshold": 1,
+            "unhealthy_threshold": 10})
         gw.start(self)
         gw.wait_until_ready()
         gw.wait_backend("near")
@@ -437,19 +445,11 @@ class StalledDnsTest(unittest.TestCase):
         backend stays up and serves. Before, every probe's lookup, even of
         an IP address, waited in one queue behind the stalled one (10 s
         here), so the other backend went down as well."""
-        dns, wrap = self.dns_namespace({"near.geogate.test"})
         near = GpuSim(name="near").start(self)
         far = GpuSim(name="far", idle_timeout_ms=50).start(self)
-        cfg = GatewayConfig()
-        cfg.gateway["location"] = {"lat": 50.0, "lon": 8.0}
-        cfg.region("r-near", lat=50.0, lon=8.0).region("r-far", lat=-33.9, lon=151.2)
-        cfg.backend(near, "r-near", name="near", url=f"http://near.geogate.test:{near.port}",
-                    tier="reserved")
-        cfg.backend(far, "r-far", name="far")
-        cfg.health = {"interval_ms": 200, "timeout_ms": 300, "healthy_threshold": 1,
-                      "unhealthy_threshold": 2}
-        gw = Gateway(cfg)
-        gw.args = wrap + gw.args
+        gw, dns = self.named_and_addressed(near, far, {
+            "interval_ms": 200, "timeout_ms": 300, "healthy_threshold": 1,
+            "unhealthy_threshold": 2})
         gw.start(self)
         gw.wait_until_ready()
         gw.wait_backend("near")

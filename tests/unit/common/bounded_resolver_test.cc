@@ -6,14 +6,14 @@
 
 #include <catch2/catch.hpp>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include "testing/held_lookup.h"
 
 namespace geogate::common {
 namespace {
@@ -23,31 +23,8 @@ using boost::system::error_code;
 using Endpoints = BoundedResolver::Endpoints;
 using namespace std::chrono_literals;
 
-// Holds every lookup until Open(); counts the lookups that started.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  int started = 0;
-  void Open() {
-    std::lock_guard lock(mu);
-    open = true;
-    cv.notify_all();
-  }
-  int Started() {
-    std::lock_guard lock(mu);
-    return started;
-  }
-};
-
-BoundedResolver::LookupFn Held(std::shared_ptr<Gate> gate) {
-  return [gate](const std::string&, uint16_t port, Endpoints& out) {
-    std::unique_lock lock(gate->mu);
-    gate->started++;
-    gate->cv.wait(lock, [&] { return gate->open; });
-    out.emplace_back(net::ip::make_address("192.0.2.7"), port);
-    return error_code();
-  };
+BoundedResolver::LookupFn Held(std::shared_ptr<LookupGate> gate) {
+  return HeldLookup(std::move(gate), net::ip::make_address("192.0.2.7"));
 }
 
 // Runs one Resolve to its end on `ioc`.
@@ -70,7 +47,7 @@ std::pair<error_code, Endpoints> RunResolve(net::io_context& ioc, BoundedResolve
 
 TEST_CASE("a lookup that answers in time gives its addresses", "[common][resolver]") {
   net::io_context ioc;
-  auto gate = std::make_shared<Gate>();
+  auto gate = std::make_shared<LookupGate>(false);
   gate->Open();
   BoundedResolver r(ioc.get_executor(), Held(gate));
   auto [ec, eps] = RunResolve(ioc, r, 10s);
@@ -82,7 +59,7 @@ TEST_CASE("a lookup that answers in time gives its addresses", "[common][resolve
 
 TEST_CASE("a hanging lookup times out, and starts no second thread", "[common][resolver]") {
   net::io_context ioc;
-  auto gate = std::make_shared<Gate>();
+  auto gate = std::make_shared<LookupGate>(false);
   BoundedResolver r(ioc.get_executor(), Held(gate));
   auto first = RunResolve(ioc, r, 20ms);
   CHECK(first.first == net::error::timed_out);
@@ -107,7 +84,7 @@ TEST_CASE("a hanging lookup times out, and starts no second thread", "[common][r
 
 TEST_CASE("Cancel ends a waiting lookup, Abandon every later one", "[common][resolver]") {
   net::io_context ioc;
-  auto gate = std::make_shared<Gate>();
+  auto gate = std::make_shared<LookupGate>(false);
   BoundedResolver r(ioc.get_executor(), Held(gate));
   std::pair<error_code, Endpoints> out;
   net::co_spawn(

@@ -8,7 +8,6 @@
 #include <openssl/x509v3.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -28,6 +27,7 @@
 #include "health/health_service.h"
 #include "health/health_table.h"
 #include "test_support.h"
+#include "testing/held_lookup.h"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -328,32 +328,11 @@ TEST_CASE("http probe: load_report path fetches vLLM metrics on the same connect
 
 namespace {
 
-// A lookup that answers with 127.0.0.1 after `gate` opens (at once when it
-// is open), counting the lookups that started.
-struct LookupGate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = true;
-  int started = 0;
-  void Open() {
-    std::lock_guard lock(mu);
-    open = true;
-    cv.notify_all();
-  }
-  int Started() {
-    std::lock_guard lock(mu);
-    return started;
-  }
-};
+using geogate::common::LookupGate;
 
+// A lookup that answers 127.0.0.1 once `gate` is open.
 geogate::common::LookupFn GatedLookup(std::shared_ptr<LookupGate> gate) {
-  return [gate](const std::string&, uint16_t port, geogate::common::Endpoints& out) {
-    std::unique_lock lock(gate->mu);
-    ++gate->started;
-    gate->cv.wait(lock, [&] { return gate->open; });
-    out.emplace_back(asio::ip::address_v4::loopback(), port);
-    return boost::system::error_code();
-  };
+  return geogate::common::HeldLookup(std::move(gate), asio::ip::address_v4::loopback());
 }
 
 }  // namespace
@@ -362,7 +341,7 @@ TEST_CASE("http probe: a host name is looked up once per connection, an address 
           "[health][http]") {
   asio::io_context io;
   TestServer server(io);
-  auto gate = std::make_shared<LookupGate>();
+  auto gate = std::make_shared<LookupGate>(true);
   auto named = Plain(server.port);
   named.host = "backend.test";
   named.lookup = GatedLookup(gate);
@@ -385,13 +364,12 @@ TEST_CASE("http probe: a stalled lookup costs its own probe the timeout, no othe
   TestServer server(io);
   // A name server that stopped answering for one name: its lookup never
   // returns until the end of the test.
-  auto stalled = std::make_shared<LookupGate>();
-  stalled->open = false;
+  auto stalled = std::make_shared<LookupGate>(false);
   auto a = Plain(server.port, 300ms);
   a.host = "stalled.test";
   a.lookup = GatedLookup(stalled);
   HttpProbeClient client_a(io, a);
-  auto answering = std::make_shared<LookupGate>();
+  auto answering = std::make_shared<LookupGate>(true);
   auto b = Plain(server.port, 300ms);
   b.host = "other.test";
   b.lookup = GatedLookup(answering);
