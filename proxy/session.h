@@ -10,14 +10,13 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/message.hpp>
-#include <boost/beast/http/parser.hpp>
 
 #include "common/block_cache.h"
 #include "common/buffer_pool.h"
-#include "proxy/growing_string_body.h"
 #include "proxy/headers.h"
 #include "proxy/idle_list.h"
 #include "proxy/openai_error.h"
+#include "proxy/request.h"
 #include "proxy/response_head.h"
 #include "proxy/stream.h"
 #include "proxy/watchdog.h"
@@ -27,12 +26,6 @@
 namespace geogate::proxy {
 
 namespace http = boost::beast::http;
-// The request body in the worker's block cache like its fields: a typical
-// chat request's body (under 512 bytes) costs no malloc. It grows with the
-// bytes that arrive instead of reserving the announced Content-Length.
-using RequestBodyText = GrowingStringBody<common::PooledAllocator<char>>;
-using Request = http::request<RequestBodyText, Fields>;
-using RequestParser = http::request_parser<RequestBodyText, common::PooledAllocator<char>>;
 // A connection's read buffer: kClientReadBytes from the worker's pool, given
 // back whenever the connection waits with nothing buffered.
 using ReadBuffer = beast::basic_flat_buffer<common::BufferPool::Allocator<char>>;

@@ -29,35 +29,30 @@
 #include <boost/beast/http/parser.hpp>
 
 #include "common/block_cache.h"
-#include "proxy/growing_string_body.h"
 #include "proxy/headers.h"
+#include "proxy/request.h"
 #include "proxy/request_body.h"
 #include "proxy/request_target.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace http = boost::beast::http;
-using geogate::common::PooledAllocator;
 using geogate::common::PooledString;
 using geogate::proxy::BodyFacts;
 using geogate::proxy::CheckRequestHead;
 using geogate::proxy::Fields;
 using geogate::proxy::ForwardInfo;
-using geogate::proxy::GrowingStringBody;
 using geogate::proxy::HeaderText;
 using geogate::proxy::IsHopByHopField;
 using geogate::proxy::NamedInConnection;
 using geogate::proxy::NormalizeRequestTarget;
 using geogate::proxy::PrepareUpstreamHeaders;
 using geogate::proxy::RequestBody;
+using geogate::proxy::RequestParser;
 using geogate::proxy::RequestTarget;
 
 using geogate::fuzz::Check;
 
 namespace {
-
-// As proxy/session.h has them (that header needs the transport).
-using Body = GrowingStringBody<PooledAllocator<char>>;
-using RequestParser = http::request_parser<Body, PooledAllocator<char>>;
 
 // What a parse leaves: enough to compare two parses.
 struct Parsed {

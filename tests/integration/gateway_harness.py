@@ -207,6 +207,12 @@ class Gateway(Process):
         """Access-log lines printed so far (access_log = "-")."""
         return _json_lines(self.lines)
 
+    def access_record(self, request_id: str, timeout: float = 10.0) -> dict:
+        """The access-log line of `request_id`, once it is written."""
+        return wait_until(lambda: next((r for r in self.access_log()
+                                        if r.get("request_id") == request_id), None), timeout,
+                          message=f"no access-log line for {request_id}")
+
 
 def _json_lines(lines: list[str]) -> list[dict]:
     out = []

@@ -11,7 +11,7 @@ import time
 import unittest
 
 from gateway_harness import Gateway, GatewayConfig
-from harness import GpuSim, SseStream, chat_body, post_json, wait_until
+from harness import GpuSim, SseStream, chat_body, post_json
 
 MODEL = "llama-3.1-8b"
 
@@ -117,9 +117,7 @@ class OutcomeTest(unittest.TestCase):
         return GpuSim(name="b1", models=[MODEL], **kw).start(self)
 
     def log_line(self, gw: Gateway, request_id: str) -> dict:
-        return wait_until(lambda: next((r for r in gw.access_log()
-                                        if r.get("request_id") == request_id), None), 10,
-                          message=f"the access log line of {request_id}")
+        return gw.access_record(request_id)
 
     def test_completed_stream_and_rejected_request(self):
         sim = self.start_sim()

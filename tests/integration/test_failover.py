@@ -302,8 +302,7 @@ class ConnectDeadlineTest(unittest.TestCase):
         # Generous: every attempt stops at its 300 ms deadline; without one
         # the connect waits out the kernel's SYN retries (minutes).
         self.assertLess(elapsed, 5.0)
-        rec = wait_until(lambda: next((r for r in gw.access_log()
-                                       if r.get("request_id") == "connect-deadline-1"), None), 10)
+        rec = gw.access_record("connect-deadline-1")
         self.assertEqual(rec["upstream_error"], "connect_timeout", rec)
         self.assertGreaterEqual(gw.metric("geogate_upstream_errors_total", backend="b1",
                                           reason="connect_timeout"), 1)
@@ -430,8 +429,7 @@ class StalledDnsTest(unittest.TestCase):
         self.assertEqual(status, 200, body)
         # Generous: the lookup costs its 300 ms; without a deadline, 10 s.
         self.assertLess(elapsed, 3.0)
-        rec = wait_until(lambda: next((r for r in gw.access_log()
-                                       if r.get("request_id") == "stalled-dns-1"), None), 10)
+        rec = gw.access_record("stalled-dns-1")
         self.assertEqual(rec["backend"], "far", rec)
         self.assertEqual(rec["attempts"], 2, rec)
         self.assertGreaterEqual(gw.metric("geogate_upstream_errors_total", backend="near",
@@ -468,8 +466,7 @@ class StalledDnsTest(unittest.TestCase):
         status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL),
                                     headers={"x-request-id": "stalled-probe-1"}, timeout=30)
         self.assertEqual(status, 200, body)
-        rec = wait_until(lambda: next((r for r in gw.access_log()
-                                       if r.get("request_id") == "stalled-probe-1"), None), 10)
+        rec = gw.access_record("stalled-probe-1")
         self.assertEqual(rec["backend"], "far", rec)
 
 

@@ -74,9 +74,7 @@ class MetricsTest(SharedGatewayTestCase):
         status, _, _ = post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL),
                                  headers={"x-request-id": "obs-test-1"})
         self.assertEqual(status, 200)
-        from harness import wait_until
-        rec = wait_until(lambda: next((r for r in self.gw.access_log()
-                                       if r.get("request_id") == "obs-test-1"), None), 5)
+        rec = self.gw.access_record("obs-test-1", timeout=5)
         for key in ("ts", "client_ip", "method", "path", "model", "status", "backend", "region",
                     "ttft_ms", "duration_ms", "bytes_in", "bytes_out", "route", "residency",
                     "prompt_tokens", "completion_tokens", "gpu_seconds", "cost"):
