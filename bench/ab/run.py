@@ -342,7 +342,8 @@ def measure(variant: str, tool: str, args, gpusim: str, work: str, tls: tuple[st
             for p, name, tokens in ((up_fast, "fast", 16), (up_sse, "sse", SSE_TOKENS))]
     # The burst phase's upstream: the whole 64-token stream in one write.
     sims.append(subprocess.Popen([responder, "--listen", f"127.0.0.1:{up_burst}", "--name", "burst",
-                                  "--model", "burst", "--answer", "stream", "--tokens", str(SSE_TOKENS)],
+                                  "--model", "burst", "--answer", "stream", "--tokens", str(SSE_TOKENS),
+                                  "--chunk-shape", args.chunk_shape],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     d = tempfile.mkdtemp(dir=work, prefix=f"{variant}-{tool}-")
     conf = os.path.join(d, "geogate.toml")
@@ -515,7 +516,8 @@ def wrk_rounds(variants: list[str], args, work: str) -> dict:
                              "--name", name, "--model", name, *flags],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
            for name, flags in (("fast", ["--answer", "json", "--tokens", "16"]),
-                               ("sse", ["--answer", "stream", "--tokens", str(SSE_TOKENS)]))]
+                               ("sse", ["--answer", "stream", "--tokens", str(SSE_TOKENS),
+                                        "--chunk-shape", args.chunk_shape]))]
     out = {v: {} for v in variants}
     out["load_average"] = [os.getloadavg()[0]]
     try:
@@ -601,6 +603,9 @@ def main() -> int:
     ap.add_argument("--wrk-rows", default="post,burst",
                     help="wrk tool: rows (post, burst; ROW:N for N connections instead of --wrk-conns)")
     ap.add_argument("--wrk-conns", type=int, default=64, help="wrk tool: connections")
+    ap.add_argument("--chunk-shape", choices=("vllm", "openai"), default="vllm",
+                    help="the burst streams' chunks (geogate-responder --chunk-shape): vllm, or "
+                         "openai's with \"usage\":null in every chunk before the usage chunk")
     ap.add_argument("--no-build", action="store_true", help="use the build-ab/ binaries as they are")
     ap.add_argument("--logs-grow", action="store_true",
                     help="wrk tool: let the gateways' access logs grow for the whole run instead of "

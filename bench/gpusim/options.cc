@@ -117,6 +117,9 @@ An OpenAI-compatible GPU inference backend simulator. Serves POST
   --threads N               worker threads (default 1)
   --mode MODE               healthy | refuse | error500 | stall | die_after[:N] | slow[:F]
   --idle-timeout-ms X       keep-alive idle, header read and TLS handshake deadline (default 60000)
+  --chunk-shape vllm|openai when a stream asks for usage: vllm (default) sends usage
+                            in the usage chunk alone, openai also "usage":null in every
+                            other chunk, as api.openai.com does
   --log-requests            one JSON line per request on stderr
   --record-requests N       keep the heads of the last N requests (not /health) for
                             GET /control/requests (default 0 = none)
@@ -163,6 +166,11 @@ std::optional<Options> parse_options(int argc, char** argv, std::string& error, 
       {"--threads", int_at_least(threads, 1)},
       {"--tls-cert", [&](std::string_view v) { return !(o.tls_cert = v).empty(); }},
       {"--tls-key", [&](std::string_view v) { return !(o.tls_key = v).empty(); }},
+      {"--chunk-shape",
+       [&](std::string_view v) {
+         o.usage_null_chunks = v == "openai";
+         return v == "openai" || v == "vllm";
+       }},
   };
 
   for (int i = 1; i < argc; ++i) {

@@ -38,6 +38,10 @@ struct Options {
   int64_t record_requests = 0;     // heads kept for GET /control/requests
   double idle_timeout_ms = 60000;  // keep-alive idle / header read / TLS handshake
   uint64_t max_body_bytes = 4 * 1024 * 1024;
+  // A stream that asked for usage (stream_options.include_usage): false,
+  // vLLM's chunks (no usage member before the usage chunk); true, OpenAI's
+  // (every other chunk carries "usage":null). --chunk-shape vllm|openai.
+  bool usage_null_chunks = false;
 };
 
 /// Parses argv. On a bad or unknown flag returns std::nullopt and sets

@@ -294,7 +294,8 @@ ResponseFactory::ResponseFactory(const Options& options)
       models_(options.models),
       escaped_name_(escape_json(options.name)),
       default_tokens_(options.tokens),
-      max_tokens_cap_(options.max_tokens_cap) {
+      max_tokens_cap_(options.max_tokens_cap),
+      usage_null_chunks_(options.usage_null_chunks) {
   for (const auto& m : models_)
     escaped_models_.push_back(escape_json(m));
 }
@@ -515,6 +516,7 @@ void SseWriter::begin(const ResponseFactory& factory, const GenerationRequest& r
                       std::string_view id, int64_t created, bool chunked) {
   endpoint_ = r.endpoint;
   chunked_ = chunked;
+  close_ = factory.usage_null_chunks() && r.include_usage ? ",\"usage\":null}" : "}";
   name_ = factory.escaped_name();
   prologue_.clear();
   epilogue_.clear();
@@ -595,10 +597,14 @@ const std::string& SseWriter::token(int64_t i) {
   payload_ += name_;
   payload_ += ':';
   append_int(payload_, i);
-  payload_ += endpoint_ == Endpoint::kResponses ? " \",\"logprobs\":[]}\n\n"
-              : endpoint_ == Endpoint::kChat
-                  ? " \"},\"finish_reason\":null}]}\n\n"
-                  : " \",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+  if (endpoint_ == Endpoint::kResponses) {
+    payload_ += " \",\"logprobs\":[]}\n\n";
+    return frame();
+  }
+  payload_ += endpoint_ == Endpoint::kChat ? " \"},\"finish_reason\":null}]"
+                                           : " \",\"logprobs\":null,\"finish_reason\":null}]";
+  payload_ += close_;
+  payload_ += "\n\n";
   return frame();
 }
 
@@ -606,9 +612,11 @@ const std::string& SseWriter::finish() {
   if (endpoint_ == Endpoint::kResponses) return epilogue_;
   payload_ = head_;
   payload_ += endpoint_ == Endpoint::kChat
-                  ? "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                  ? "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]"
                   : "\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null,"
-                    "\"finish_reason\":\"stop\"}]}\n\n";
+                    "\"finish_reason\":\"stop\"}]";
+  payload_ += close_;
+  payload_ += "\n\n";
   return frame();
 }
 

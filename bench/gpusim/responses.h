@@ -67,6 +67,8 @@ class ResponseFactory {
   const std::string& model(size_t i) const { return models_[i]; }
   const std::string& escaped_name() const { return escaped_name_; }
   const std::string& escaped_model(size_t i) const { return escaped_models_[i]; }
+  /// Options::usage_null_chunks.
+  bool usage_null_chunks() const { return usage_null_chunks_; }
 
  private:
   std::string name_;
@@ -76,6 +78,7 @@ class ResponseFactory {
   std::vector<std::string> escaped_models_;
   int64_t default_tokens_;
   int64_t max_tokens_cap_;
+  bool usage_null_chunks_;
 };
 
 /// Formats one stream's SSE events, each framed as one HTTP chunk (or raw for
@@ -112,6 +115,9 @@ class SseWriter {
 
   Endpoint endpoint_ = Endpoint::kChat;
   bool chunked_ = true;
+  // Chat/completions: `}` or `,"usage":null}` (the factory's chunk shape,
+  // when the request asked for usage), closing each chunk but usage's.
+  std::string_view close_ = "}";
   // Chat/completions: `data: {"id":..,"object":..,"created":..,"model":..,`.
   // Responses: `event: response.output_text.delta` up to `"sequence_number":`.
   std::string head_;

@@ -199,7 +199,12 @@ class Upstreams:
     long  - one token a second for a long time (gpusim), for the memory test.
     """
 
-    def __init__(self, build: str, run_dir: str, cpus: str, fast_kind: str, tls: tuple):
+    def __init__(self, build: str, run_dir: str, cpus: str, fast_kind: str, tls: tuple,
+                 chunk_shape: str = "vllm"):
+        # chunk_shape: the sse and burst streams' chunks (--chunk-shape of
+        # gpusim and geogate-responder): vllm's, or openai's with
+        # "usage":null in every chunk before the usage chunk.
+        self.chunk_shape = chunk_shape
         self.gpusim = os.path.join(build, "bench", "gpusim", "geogate-gpusim")
         self.responder = os.path.join(build, "bench", "responder", "geogate-responder")
         self.dir, self.cpus, self.fast_kind, self.tls = run_dir, cpus, fast_kind, tls
@@ -230,8 +235,10 @@ class Upstreams:
                       "--tls-cert", cert, "--tls-key", key)
         elif self.fast_kind == "responder":
             self._responder("fast", "--answer", "json", "--tokens", "16")
-        self._responder("burst", "--answer", "stream", "--tokens", str(SSE_TOKENS))
-        self._sim("sse", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", str(SSE_TOKENS))
+        self._responder("burst", "--answer", "stream", "--tokens", str(SSE_TOKENS),
+                        "--chunk-shape", self.chunk_shape)
+        self._sim("sse", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", str(SSE_TOKENS),
+                  "--chunk-shape", self.chunk_shape)
         self._sim("paced", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "64",
                   "--decode-step-ms", "2")
         self._sim("probe", "--ttft-ms", "0", "--token-interval-ms", "5", "--tokens", "8")

@@ -56,12 +56,13 @@ struct Config {
   int threads = 1;
   std::string name = "responder";
   std::string model = "llama-3.1-8b";
+  bool usage_null_chunks = false;  // --chunk-shape openai
 };
 
 constexpr const char* kUsage =
     "usage: geogate-responder [--listen HOST:PORT] [--answer json|stream|events]\n"
     "                         [--tokens N] [--prompt-tokens N] [--step-ms MS] [--threads N]\n"
-    "                         [--name NAME] [--model MODEL]\n"
+    "                         [--name NAME] [--model MODEL] [--chunk-shape vllm|openai]\n"
     "A POST gets the --answer; any other method the json one. HTTP/1.1 keep-alive.\n"
     "  json    a non-streamed chat.completion of --tokens tokens (gpusim's body)\n"
     "  stream  a whole SSE chat stream of --tokens tokens, the finish, usage and\n"
@@ -69,6 +70,9 @@ constexpr const char* kUsage =
     "  events  the same stream, one write per token: with --step-ms > 0 each on\n"
     "          the next tick of a decode grid shared by every stream (as gpusim\n"
     "          --decode-step-ms); with 0 back to back\n"
+    "--chunk-shape: vllm (default) has usage in the usage chunk alone; openai also\n"
+    "  \"usage\":null in every other chunk, as api.openai.com sends a stream that\n"
+    "  asked for usage.\n"
     "--listen 127.0.0.1:0 picks a port; the bound port is printed on stdout.\n"
     "--threads N: N threads, each its own io_context and SO_REUSEPORT acceptor.\n";
 
@@ -116,6 +120,10 @@ std::optional<Config> parse_args(int argc, char** argv, std::string& error) {
       c.name = value;
     } else if (flag == "--model") {
       c.model = value;
+    } else if (flag == "--chunk-shape") {
+      ok = value == "vllm" || value == "openai";
+      c.usage_null_chunks = value == "openai";
+      if (!ok) error = "--chunk-shape: vllm or openai";
     } else {
       error = "unknown flag " + std::string(flag);
       ok = false;
@@ -153,6 +161,7 @@ Answers build_answers(const Config& c) {
   gpusim::Options o;
   o.name = c.name;
   o.models = {c.model};
+  o.usage_null_chunks = c.usage_null_chunks;
   const gpusim::ResponseFactory factory(o);
   gpusim::GenerationRequest r;
   r.completion_tokens = c.tokens;

@@ -422,6 +422,24 @@ class ShapesTest(unittest.TestCase):
         events = list(stream_chat(self.sim.url, body))
         self.assertTrue(all("usage" not in json.loads(d) for _, d in events[:-1]))
 
+    def test_openai_chunk_shape(self):
+        # --chunk-shape openai: "usage":null in every chunk of a stream that
+        # asked for usage, as api.openai.com sends; none when it did not.
+        sim = GpuSim(ttft_ms=1, token_interval_ms=0, tokens=3, models=[MODEL],
+                     chunk_shape="openai").start(self)
+        body = chat_body(MODEL, "one two", stream_options={"include_usage": True})
+        for path in ("/v1/chat/completions", "/v1/completions"):
+            if path == "/v1/completions":
+                body = {"model": MODEL, "prompt": "x", "max_tokens": 3,
+                        "stream_options": {"include_usage": True}}
+            chunks = [json.loads(d) for _, d in list(stream_chat(sim.url, body, path=path))[:-1]]
+            self.assertEqual(len(chunks), 5, path)  # 3 tokens, the finish, usage
+            self.assertTrue(all(c["usage"] is None for c in chunks[:-1]), path)
+            self.assertEqual(chunks[-1]["usage"]["completion_tokens"], 3, path)
+            body["stream_options"] = {"include_usage": False}
+            chunks = [json.loads(d) for _, d in list(stream_chat(sim.url, body, path=path))[:-1]]
+            self.assertTrue(all("usage" not in c for c in chunks), path)
+
     def test_completions_streaming(self):
         events = list(stream_chat(self.sim.url, {"model": MODEL, "prompt": "x", "max_tokens": 3},
                                   path="/v1/completions"))

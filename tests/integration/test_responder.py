@@ -80,9 +80,14 @@ class ResponderTest(unittest.TestCase):
         conn.close()
 
     def test_stream_has_the_bytes_gpusim_sends(self):
-        r = responder(self, "--answer", "stream")
+        for shape in ("vllm", "openai"):
+            with self.subTest(chunk_shape=shape):
+                self.check_same_bytes_as_gpusim(shape)
+
+    def check_same_bytes_as_gpusim(self, shape):
+        r = responder(self, "--answer", "stream", "--chunk-shape", shape)
         sim = GpuSim(name="burst", models=["burst"], ttft_ms=0, token_interval_ms=0,
-                     rtt_ms=0).start(self)
+                     rtt_ms=0, chunk_shape=shape).start(self)
         bodies = []
         for port in (r.port, sim.port):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -93,6 +98,14 @@ class ResponderTest(unittest.TestCase):
                                  '"id":"ID","object":"chat.completion.chunk","created":0', body))
         check_chat_stream(self, bodies[1])
         self.assertEqual(bodies[0], bodies[1])
+        # OpenAI's shape: "usage":null in every chunk before the usage chunk;
+        # vLLM's: no usage member there.
+        chunks = [json.loads(e) for e in events_of(bodies[1])[:-2]]
+        self.assertEqual(len(chunks), TOKENS + 1)
+        if shape == "openai":
+            self.assertTrue(all("usage" in c and c["usage"] is None for c in chunks))
+        else:
+            self.assertTrue(all("usage" not in c for c in chunks))
 
     def test_events_answer_is_the_same_stream_one_write_per_event(self):
         whole = responder(self, "--answer", "stream")
