@@ -11,12 +11,27 @@ namespace geogate::proxy {
 
 namespace {
 
+// Whether `rest` (what follows a key's closing quote) is ": null", with
+// any JSON whitespace around the colon.
+bool NullValueAfter(std::string_view rest) {
+  auto skip_space = [&rest] {
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t' || rest.front() == '\n' ||
+                             rest.front() == '\r'))
+      rest.remove_prefix(1);
+  };
+  skip_space();
+  if (!rest.starts_with(':')) return false;
+  rest.remove_prefix(1);
+  skip_space();
+  return rest.starts_with("null");
+}
+
 void KeyAt(std::string_view rest, SseEventKeys& k) {
   // `rest` starts just after a quote.
   if (rest.empty()) return;
   switch (rest.front()) {
     case 'u':
-      k.usage = k.usage || rest.starts_with("usage\"");
+      if (!k.usage && rest.starts_with("usage\"")) k.usage = !NullValueAfter(rest.substr(6));
       break;
     case 'c':
       k.content = k.content || rest.starts_with("content\"");

@@ -19,10 +19,14 @@ size_t SseEventEnd(std::string_view buf, size_t pos, size_t& line_end);
 
 /// What OnEvent looks for in an event's data, found in one pass over its
 /// quotes. Each flag means exactly that the text occurs in `data` (as
-/// std::string_view::find would find it); empty_choices is looked for only
-/// in an event with "usage" (false in any other).
+/// std::string_view::find would find it), with one exception: "usage"
+/// followed by a null value ("usage":null, JSON whitespace allowed around
+/// the colon) does not count, since there is no usage to read from it
+/// (OpenAI puts it in every chunk of a stream that asked for usage, and a
+/// JSON parse per token cost ten times the rest of the event's scanning).
+/// empty_choices is looked for only when `usage` is set (false otherwise).
 struct SseEventKeys {
-  bool usage = false;          // "usage"
+  bool usage = false;          // "usage", not followed by :null
   bool content = false;        // "content" or "text"
   bool empty_choices = false;  // "choices":[] (only when usage)
 };

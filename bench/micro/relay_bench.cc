@@ -9,7 +9,9 @@
 //   Observe     - SseObserver::Filter on the event: the usage and content
 //                 checks, the token gap; `strip` is the default (the
 //                 gateway asked for the usage chunk, the client did not),
-//                 `pass` when the client asked for it too;
+//                 `pass` when the client asked for it too, `pass,
+//                 usage:null` in OpenAI's chunk shape ("usage":null in
+//                 every chunk of a stream that asked for usage);
 //   FindKeys    - the one-pass key scan inside Observe, alone.
 // and per whole stream that arrives in one write (the `burst` rows of
 // bench/compare and bench/ab: geogate-responder's 64-token chat stream,
@@ -58,14 +60,16 @@ using geogate::proxy::ParseBufferedBody;
 using geogate::proxy::SseObserver;
 using Parser = geogate::proxy::UpstreamResponseParser;  // the relay's parser
 
-std::string Event(int i) {
+// A chat chunk; `usage_null`: in OpenAI's own shape when the request asked
+// for the usage chunk (every other chunk then carries "usage":null).
+std::string Event(int i, bool usage_null = false) {
   char buf[320];
   int n =
       std::snprintf(buf, sizeof buf,
                     "data: {\"id\":\"chatcmpl-fc99f1e80-1\",\"object\":\"chat.completion.chunk\","
                     "\"created\":1796114264,\"model\":\"llama-3.1-8b\",\"choices\":[{\"index\":0,"
-                    "\"delta\":{\"content\":\"tok%d \"},\"finish_reason\":null}]}\n\n",
-                    i % 1000);
+                    "\"delta\":{\"content\":\"tok%d \"},\"finish_reason\":null}]%s}\n\n",
+                    i % 1000, usage_null ? ",\"usage\":null" : "");
   return std::string(buf, static_cast<size_t>(n));
 }
 
@@ -108,9 +112,12 @@ void BM_ParseChunk(benchmark::State& state) {
 }
 BENCHMARK(BM_ParseChunk);
 
+// Arg: 0 strip (the client did not ask for usage), 1 pass (it did), 2 pass
+// with OpenAI's chunk shape ("usage":null in each chunk).
 void BM_Observe(benchmark::State& state) {
   bool client_wants_usage = state.range(0) != 0;
-  const std::string event = Event(7);
+  bool usage_null = state.range(0) == 2;
+  const std::string event = Event(7, usage_null);
   auto now = std::chrono::steady_clock::now();
   SseObserver observer(/*sse=*/true, client_wants_usage);
   int64_t n = 0;
@@ -121,9 +128,9 @@ void BM_Observe(benchmark::State& state) {
     benchmark::DoNotOptimize(observer.Filter(event, now));
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * event.size()));
-  state.SetLabel(client_wants_usage ? "pass" : "strip");
+  state.SetLabel(usage_null ? "pass, usage:null" : client_wants_usage ? "pass" : "strip");
 }
-BENCHMARK(BM_Observe)->Arg(0)->Arg(1);
+BENCHMARK(BM_Observe)->Arg(0)->Arg(1)->Arg(2);
 
 void BM_FindKeys(benchmark::State& state) {
   const std::string event = Event(7);

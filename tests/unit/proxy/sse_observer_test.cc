@@ -47,6 +47,30 @@ TEST_CASE("usage chunk the gateway asked for is stripped, and counted", "[sse]")
   CHECK(o.token_gaps()[0] == Approx(0.005));
 }
 
+TEST_CASE("OpenAI's shape: \"usage\":null in every chunk before the usage chunk", "[sse]") {
+  // What api.openai.com sends when stream_options.include_usage is set.
+  auto token = [](int i) {
+    std::string t = Token(i);
+    return t.insert(t.size() - 3, ",\"usage\":null");
+  };
+  REQUIRE(token(0).ends_with("}],\"usage\":null}\n\n"));
+  SseObserver strip(true, false);
+  CHECK(Run(strip, {token(0) + token(1), token(2) + kUsage, kDone}) ==
+        token(0) + token(1) + token(2) + kDone);
+  CHECK(strip.usage_seen());
+  CHECK(strip.prompt_tokens() == 7);
+  CHECK(strip.completion_tokens() == 3);
+  CHECK(strip.content_events() == 3);
+  SseObserver pass(true, true);
+  CHECK(Run(pass, {token(0), token(1), kUsage, kDone}) == token(0) + token(1) + kUsage + kDone);
+  CHECK(pass.completion_tokens() == 3);
+  // Without the usage chunk the content events are the estimate.
+  SseObserver cut(true, false);
+  Run(cut, {token(0), token(1), kDone});
+  CHECK(cut.estimated());
+  CHECK(cut.completion_tokens() == 2);
+}
+
 TEST_CASE("token gaps are held in batches and handed to the sink", "[sse]") {
   auto t = SseObserver::Clock::time_point{} + std::chrono::seconds(1);
   std::vector<std::vector<double>> batches;

@@ -22,10 +22,28 @@ size_t EventEndByBytes(std::string_view buf, size_t pos) {
   return std::string_view::npos;
 }
 
+// Whether some "usage" in `d` is not a key with a null value.
+bool UsageNotNullByFind(std::string_view d) {
+  const std::string_view key = "\"usage\"";
+  for (size_t at = d.find(key); at != std::string_view::npos; at = d.find(key, at + 1)) {
+    size_t i = at + key.size();
+    auto space = [&] {
+      while (i < d.size() && std::string_view(" \t\r\n").find(d[i]) != std::string_view::npos)
+        ++i;
+    };
+    space();
+    if (i == d.size() || d[i] != ':') return true;
+    ++i;
+    space();
+    if (d.substr(i, 4) != "null") return true;
+  }
+  return false;
+}
+
 SseEventKeys KeysByFind(std::string_view d) {
   auto has = [&](std::string_view s) { return d.find(s) != std::string_view::npos; };
   SseEventKeys k;
-  k.usage = has("\"usage\"");
+  k.usage = UsageNotNullByFind(d);
   k.content = has("\"content\"") || has("\"text\"");
   k.empty_choices = k.usage && has("\"choices\":[]");  // looked for only beside usage
   return k;
@@ -37,6 +55,12 @@ SseEventKeys KeysByFind(std::string_view d) {
 std::string RandomText(std::mt19937& rng) {
   static const char* kPieces[] = {"\"",
                                   "\"usage\"",
+                                  "\"usage\":null",
+                                  "\"usage\" :\n null",
+                                  ":",
+                                  " ",
+                                  "nul",
+                                  "null",
                                   "\"usage",
                                   "usage\"",
                                   "\"content\"",
@@ -102,6 +126,15 @@ TEST_CASE("SSE event keys: the same as searching for each text", "[sse]") {
   CHECK((!k.content && k.usage && k.empty_choices));
   k = FindSseEventKeys(R"({"choices":[{"text":"a"}]})");
   CHECK(k.content);
+  // OpenAI's chunks of a stream that asked for usage: nothing to read.
+  k = FindSseEventKeys(R"({"choices":[{"delta":{"content":"a"}}],"usage":null})");
+  CHECK((k.content && !k.usage && !k.empty_choices));
+  CHECK_FALSE(FindSseEventKeys(R"({"usage" :	null})").usage);
+  // Anything else after it may be a value: a usage, or a text to parse.
+  CHECK(FindSseEventKeys(R"({"usage":nul})").usage);
+  CHECK(FindSseEventKeys(R"({"content":"usage"})").usage);
+  CHECK(FindSseEventKeys(R"({"usage":null,"usage":{"prompt_tokens":1}})").usage);
+  CHECK(FindSseEventKeys(R"({"choices":[],"usage":{"prompt_tokens":3}})").usage);
   std::mt19937 rng(11);
   for (int i = 0; i < 50000; ++i) {
     std::string s = RandomText(rng);
