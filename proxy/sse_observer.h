@@ -18,8 +18,9 @@
 //
 // Two dialects (Api):
 // - chat (chat completions, completions, embeddings): usage.prompt_tokens
-//   and usage.completion_tokens, content events are the data events that
-//   carry "content" or "text";
+//   and usage.completion_tokens, content events are the data events with a
+//   generated-token member that is not null (SseEventKeys::content:
+//   content, text, reasoning_content, reasoning, refusal, arguments);
 // - the Responses API (/v1/responses): usage.input_tokens and
 //   usage.output_tokens, in a stream inside response.completed (or
 //   .incomplete / .failed); content events are the `response.*.delta`

@@ -26,18 +26,40 @@ bool NullValueAfter(std::string_view rest) {
   return rest.starts_with("null");
 }
 
+// Whether `rest` starts with the key `Key` (its text and closing quote),
+// and a value that is not null follows.
+template <size_t N>
+inline bool NotNullMember(std::string_view rest, const char (&key)[N]) {
+  constexpr size_t kQuote = N - 1;  // where the key's closing quote is
+  if (rest.size() <= kQuote || std::memcmp(rest.data(), key, kQuote) != 0 || rest[kQuote] != '"')
+    return false;
+  // The usual case at once: the colon, then a value that is no null.
+  if (rest.size() > kQuote + 2 && rest[kQuote + 1] == ':' && rest[kQuote + 2] != 'n' &&
+      rest[kQuote + 2] != ' ' && rest[kQuote + 2] != '\t' && rest[kQuote + 2] != '\r' &&
+      rest[kQuote + 2] != '\n')
+    return true;
+  return !NullValueAfter(rest.substr(kQuote + 1));
+}
+
 void KeyAt(std::string_view rest, SseEventKeys& k) {
   // `rest` starts just after a quote.
   if (rest.empty()) return;
   switch (rest.front()) {
     case 'u':
-      if (!k.usage && rest.starts_with("usage\"")) k.usage = !NullValueAfter(rest.substr(6));
+      k.usage = k.usage || NotNullMember(rest, "usage");
       break;
     case 'c':
-      k.content = k.content || rest.starts_with("content\"");
+      k.content = k.content || NotNullMember(rest, "content");
       break;
     case 't':
-      k.content = k.content || rest.starts_with("text\"");
+      k.content = k.content || NotNullMember(rest, "text");
+      break;
+    case 'r':
+      k.content = k.content || NotNullMember(rest, "reasoning_content") ||
+                  NotNullMember(rest, "reasoning") || NotNullMember(rest, "refusal");
+      break;
+    case 'a':
+      k.content = k.content || NotNullMember(rest, "arguments");
       break;
     default:
       break;
@@ -77,21 +99,26 @@ SseEventKeys FindSseEventKeys(std::string_view data) {
   auto key_at = [&](size_t quote) { KeyAt(std::string_view(p + quote + 1, n - quote - 1), k); };
 #if defined(__SSE2__)
   // Sixteen bytes at a time, looking only at quotes followed by one of the
-  // keys' first two letters ("us", "co", "te"): in a chat chunk that is the
-  // "content" key alone, where one letter also stopped at the id, the
-  // object, "created" and "choices".
+  // keys' first two letters ("us", "co", "te", "re", "ar"): in a chat chunk
+  // that is the "content" key alone (and "refusal" in OpenAI's first),
+  // where one letter also stopped at the id, the object, "created" and
+  // "choices".
   const __m128i quote = _mm_set1_epi8('"');
   const __m128i u = _mm_set1_epi8('u'), s = _mm_set1_epi8('s');
   const __m128i c = _mm_set1_epi8('c'), o = _mm_set1_epi8('o');
   const __m128i t = _mm_set1_epi8('t'), e = _mm_set1_epi8('e');
+  const __m128i r = _mm_set1_epi8('r'), a = _mm_set1_epi8('a');
   for (; i + 18 <= n; i += 16) {
     __m128i here = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
     __m128i next = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 1));
     __m128i after = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 2));
     __m128i us = _mm_and_si128(_mm_cmpeq_epi8(next, u), _mm_cmpeq_epi8(after, s));
     __m128i co = _mm_and_si128(_mm_cmpeq_epi8(next, c), _mm_cmpeq_epi8(after, o));
-    __m128i te = _mm_and_si128(_mm_cmpeq_epi8(next, t), _mm_cmpeq_epi8(after, e));
-    __m128i key = _mm_or_si128(_mm_or_si128(us, co), te);
+    // "te" and "re" share their second letter.
+    __m128i te_re = _mm_and_si128(_mm_or_si128(_mm_cmpeq_epi8(next, t), _mm_cmpeq_epi8(next, r)),
+                                  _mm_cmpeq_epi8(after, e));
+    __m128i ar = _mm_and_si128(_mm_cmpeq_epi8(next, a), _mm_cmpeq_epi8(after, r));
+    __m128i key = _mm_or_si128(_mm_or_si128(us, co), _mm_or_si128(te_re, ar));
     auto m =
         static_cast<unsigned>(_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(here, quote), key)));
     for (; m != 0; m &= m - 1)

@@ -18,16 +18,20 @@ size_t SseEventEnd(std::string_view buf, size_t pos);
 size_t SseEventEnd(std::string_view buf, size_t pos, size_t& line_end);
 
 /// What OnEvent looks for in an event's data, found in one pass over its
-/// quotes. Each flag means exactly that the text occurs in `data` (as
-/// std::string_view::find would find it), with one exception: "usage"
-/// followed by a null value ("usage":null, JSON whitespace allowed around
-/// the colon) does not count, since there is no usage to read from it
-/// (OpenAI puts it in every chunk of a stream that asked for usage, and a
-/// JSON parse per token cost ten times the rest of the event's scanning).
-/// empty_choices is looked for only when `usage` is set (false otherwise).
+/// quotes. A key counts when its quoted text occurs in `data` (as
+/// std::string_view::find would find it) and is not followed by a null
+/// value (":null", JSON whitespace allowed around the colon): there is
+/// nothing to read from a null member. OpenAI puts "usage":null in every
+/// chunk of a stream that asked for usage (a JSON parse per token cost ten
+/// times the rest of the event's scanning), and "content":null beside a
+/// tool call or reasoning. empty_choices is looked for only when `usage`
+/// is set (false otherwise).
 struct SseEventKeys {
-  bool usage = false;          // "usage", not followed by :null
-  bool content = false;        // "content" or "text"
+  bool usage = false;  // "usage"
+  // Generated tokens, as in the Responses API's delta events: "content",
+  // "text" (completions), "reasoning_content" or "reasoning" (reasoning
+  // models through vLLM, DeepSeek), "refusal", "arguments" (tool calls).
+  bool content = false;
   bool empty_choices = false;  // "choices":[] (only when usage)
 };
 SseEventKeys FindSseEventKeys(std::string_view data);

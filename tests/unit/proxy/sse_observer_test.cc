@@ -184,6 +184,31 @@ TEST_CASE("without usage the content events are the (estimated) count", "[sse]")
   CHECK(o.completion_tokens() == 4);
 }
 
+TEST_CASE("chat: reasoning, refusal and tool-call deltas are tokens; null members are not",
+          "[sse]") {
+  // What a reasoning model streams through vLLM (reasoning_content, or
+  // `reasoning` in newer versions, with no content member), a refusal, a
+  // tool call's arguments: each chunk carries generated tokens, as the
+  // Responses API's reasoning, refusal and arguments deltas do.
+  auto delta = [](std::string_view members) {
+    return "data: {\"choices\":[{\"index\":0,\"delta\":{" + std::string(members) +
+           "},\"finish_reason\":null}]}\n\n";
+  };
+  SseObserver o(true, false);
+  Run(o, {delta(R"("role":"assistant","content":"")"), delta(R"("reasoning_content":"Let")"),
+          delta(R"("reasoning_content":" me")"), delta(R"("reasoning":" think")"),
+          delta(R"("content":null,"reasoning_content":".")"), delta(R"("content":"Hi")"),
+          delta(R"("refusal":"No")"),
+          delta(R"("tool_calls":[{"index":0,"function":{"arguments":"{\"a\""}}])"), kDone});
+  CHECK(o.content_events() == 8);
+  CHECK(o.token_gaps().size() == 7);  // one gap per token after the first, none of them merged
+  // A chunk whose members are all null carries no token.
+  SseObserver nulls(true, false);
+  Run(nulls, {delta(R"("content":null)"), delta(R"("content": null,"refusal":null)"),
+              delta(R"("reasoning_content":null,"tool_calls":null)"), kDone});
+  CHECK(nulls.content_events() == 0);
+}
+
 TEST_CASE("CRLF line endings and multi-line data are understood", "[sse]") {
   SseObserver o(true, false);
   std::string crlf = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\r\n\r\n";

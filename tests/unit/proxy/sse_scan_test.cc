@@ -22,9 +22,9 @@ size_t EventEndByBytes(std::string_view buf, size_t pos) {
   return std::string_view::npos;
 }
 
-// Whether some "usage" in `d` is not a key with a null value.
-bool UsageNotNullByFind(std::string_view d) {
-  const std::string_view key = "\"usage\"";
+// Whether some `key` (quoted) in `d` is not followed by a null value.
+bool NotNullByFind(std::string_view d, std::string_view name) {
+  const std::string key = "\"" + std::string(name) + "\"";
   for (size_t at = d.find(key); at != std::string_view::npos; at = d.find(key, at + 1)) {
     size_t i = at + key.size();
     auto space = [&] {
@@ -43,8 +43,11 @@ bool UsageNotNullByFind(std::string_view d) {
 SseEventKeys KeysByFind(std::string_view d) {
   auto has = [&](std::string_view s) { return d.find(s) != std::string_view::npos; };
   SseEventKeys k;
-  k.usage = UsageNotNullByFind(d);
-  k.content = has("\"content\"") || has("\"text\"");
+  k.usage = NotNullByFind(d, "usage");
+  k.content = false;
+  for (std::string_view key :
+       {"content", "text", "reasoning_content", "reasoning", "refusal", "arguments"})
+    k.content = k.content || NotNullByFind(d, key);
   k.empty_choices = k.usage && has("\"choices\":[]");  // looked for only beside usage
   return k;
 }
@@ -65,6 +68,16 @@ std::string RandomText(std::mt19937& rng) {
                                   "usage\"",
                                   "\"content\"",
                                   "\"conten",
+                                  "\"content\":null",
+                                  "\"reasoning_content\"",
+                                  "\"reasoning\"",
+                                  "\"reasoning",
+                                  "\"refusal\":null",
+                                  "\"refusal\"",
+                                  "\"arguments\"",
+                                  "\"argument",
+                                  "\"re\"",
+                                  "\"ar",
                                   "\"text\"",
                                   "\"tex",
                                   "\"choices\":[]",
@@ -135,6 +148,13 @@ TEST_CASE("SSE event keys: the same as searching for each text", "[sse]") {
   CHECK(FindSseEventKeys(R"({"content":"usage"})").usage);
   CHECK(FindSseEventKeys(R"({"usage":null,"usage":{"prompt_tokens":1}})").usage);
   CHECK(FindSseEventKeys(R"({"choices":[],"usage":{"prompt_tokens":3}})").usage);
+  // Generated tokens beside "content": reasoning, a refusal, tool calls.
+  CHECK(FindSseEventKeys(R"({"delta":{"reasoning_content":"a"}})").content);
+  CHECK(FindSseEventKeys(R"({"delta":{"reasoning":"a"}})").content);
+  CHECK(FindSseEventKeys(R"({"delta":{"refusal":"a"}})").content);
+  CHECK(FindSseEventKeys(R"({"delta":{"tool_calls":[{"function":{"arguments":""}}]}})").content);
+  CHECK_FALSE(FindSseEventKeys(R"({"delta":{"content":null,"refusal":null}})").content);
+  CHECK_FALSE(FindSseEventKeys(R"({"delta":{"role":"assistant"},"reason":"x"})").content);
   std::mt19937 rng(11);
   for (int i = 0; i < 50000; ++i) {
     std::string s = RandomText(rng);
