@@ -122,6 +122,7 @@ void PrepareUpstreamHeaders(const Fields& in, Out& out, const ForwardInfo& fwd) 
       case http::field::host:
       case http::field::content_length:
       case http::field::expect:
+      case http::field::accept_encoding:  // set below
         continue;
       default:
         break;
@@ -146,6 +147,11 @@ void PrepareUpstreamHeaders(const Fields& in, Out& out, const ForwardInfo& fwd) 
   if (!xff.empty()) out.set("x-forwarded-for", xff);
   out.set("x-forwarded-proto", fwd.client_tls ? "https" : "http");
   if (!fwd.request_id.empty()) out.set("x-request-id", fwd.request_id);
+  // The gateway reads every answer (usage, SSE event boundaries, the usage
+  // chunk it removes): it asks for it unencoded, whatever the client
+  // accepts. Leaving the field out would accept any coding (RFC 9110
+  // 12.5.3); providers behind a CDN compress for an SDK's "gzip, br".
+  out.set(http::field::accept_encoding, "identity");
 }
 
 template <class Out>

@@ -666,7 +666,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
   // generation: as a TTFT sample it would push routing away from the
   // backend that just served it (DESIGN.md §8, "TTFT comes from streams").
   bool learn = r.upstream_status < 400 && ctx_.stream;
-  if (learn && ctx_.responses_api() && parser->event_stream()) {
+  if (learn && ctx_.responses_api() && parser->event_stream() && !parser->encoded()) {
     // A Responses stream opens with response.created before any token: its
     // TTFT is taken at the first output delta (WriteToClientNow).
     ttft_from_ = t0;
@@ -753,6 +753,9 @@ net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
   ReleaseRequestCopies();  // sent, and no other attempt will send them again
   bool client_http11 = ctx_.req.version() >= 11;
   bool sse = parser.event_stream();
+  // An SSE body the gateway can read as events: not one a backend encoded
+  // (gzip, br) although asked for identity, which passes through unread.
+  bool events = sse && !parser.encoded();
 
   // Framing towards the client: keep an exact Content-Length when the
   // backend gave one, else chunked (close-delimited for HTTP/1.0 clients).
@@ -760,7 +763,7 @@ net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
   std::optional<uint64_t> length;
   if (auto cl = parser.content_length())
     length = *cl;
-  else if (complete_in_first && !(sse && !ctx_.include_usage && client_http11))
+  else if (complete_in_first && !(events && !ctx_.include_usage && client_http11))
     length = first;  // a stream whose usage chunk goes is re-framed even when it came whole
   bool chunked = !length && client_http11;
   bool keep_alive = ctx_.req.keep_alive() && (length || chunked) &&
@@ -771,6 +774,7 @@ net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
   SseObserver observer(
       sse, ctx_.include_usage || !chunked,
       ctx_.responses_api() ? SseObserver::Api::kResponses : SseObserver::Api::kChat);
+  if (parser.encoded()) observer.set_encoded();
   observer.set_gap_sink([this, backend](std::span<const double> gaps) {
     worker_.metrics().token_gap.ObserveAll({ctx_.cfg.backends[backend].name}, gaps);
   });
@@ -840,7 +844,7 @@ net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
         r = ClientLeft(backend, observer);
         co_return;
       }
-      co_await StreamBroke(backend, ec, observer, sse && chunked, r);
+      co_await StreamBroke(backend, ec, observer, events && chunked, r);
       co_return;
     }
     if (got == 0 || parser.is_done()) continue;  // the last bytes go with the end

@@ -223,6 +223,7 @@ void SseObserver::KeepForUsage(std::string_view data) {
 }
 
 std::string_view SseObserver::Filter(std::string_view data, Clock::time_point now) {
+  if (encoded_) return data;
   if (!sse_) {
     KeepForUsage(data);
     return data;
@@ -298,6 +299,7 @@ std::string_view SseObserver::Filter(std::string_view data, Clock::time_point no
 }
 
 std::string_view SseObserver::Finish(Clock::time_point now) {
+  if (encoded_) return {};
   if (!sse_) {
     // The usage member comes after the choices: only it is parsed, found
     // from the end of the answer (a whole parse of the answer was a tenth

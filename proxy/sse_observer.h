@@ -55,6 +55,15 @@ class SseObserver {
         holding_(sse),
         api_(api) {}
 
+  /// The body has a content coding (a backend that encoded it although the
+  /// gateway asked for identity): nothing in it can be read. It passes as
+  /// it comes; nothing is held, removed or counted (the tokens are an
+  /// estimate of 0), and no event may follow it (at_event_end() is false).
+  void set_encoded() {
+    encoded_ = true;
+    sse_ = strip_usage_ = holding_ = false;
+  }
+
   /// @return the bytes to send to the client now (a view into `data` or into
   ///         the observer's own buffer, valid until the next call).
   std::string_view Filter(std::string_view data, Clock::time_point now);
@@ -73,7 +82,7 @@ class SseObserver {
   int64_t responses_events() const { return responses_events_; }
   /// Whether what went to the client so far ends on an event boundary (an
   /// event may follow). False only after the observer stopped holding.
-  bool at_event_end() const { return holding_ || (tail_.empty() && !tail_lost_); }
+  bool at_event_end() const { return !encoded_ && (holding_ || (tail_.empty() && !tail_lost_)); }
   /// When the first content event was seen; Clock::time_point{} before.
   Clock::time_point first_content_at() const { return first_event_; }
   /// Seconds between consecutive content events are held in batches: when
@@ -125,6 +134,7 @@ class SseObserver {
   bool sse_;
   bool strip_usage_;
   bool holding_;            // unfinished events wait for their end (until one is too big)
+  bool encoded_ = false;    // set_encoded()
   bool tail_lost_ = false;  // not holding: the client got part of an event whose rest is unknown
   bool lost_had_data_ = false;  // that event's start had a data field
   Api api_;

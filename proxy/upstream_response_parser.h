@@ -35,6 +35,9 @@ class UpstreamResponseParser : public boost::beast::http::basic_parser<false> {
   std::string_view reason() const { return reason_; }
   /// The (first) Content-Type is text/event-stream.
   bool event_stream() const { return event_stream_; }
+  /// The body has a content coding (a Content-Encoding other than
+  /// identity): its bytes cannot be read as JSON or events.
+  bool encoded() const { return encoded_; }
   /// The backend's fields for the client, "Name: value\r\n" each, in the
   /// backend's order and spelling: all but those ForwardsResponseField
   /// (headers.h) refuses and those the response's Connection fields name.
@@ -85,6 +88,7 @@ class UpstreamResponseParser : public boost::beast::http::basic_parser<false> {
   unsigned status_ = 0;
   bool content_type_seen_ = false;
   bool event_stream_ = false;
+  bool encoded_ = false;
 };
 
 }  // namespace geogate::proxy

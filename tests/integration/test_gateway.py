@@ -262,6 +262,18 @@ class RequestsTest(SharedGatewayTestCase, GatewayTestCase):
         self.assertNotIn("client-secret", json.dumps(heads[0]))
         self.assertIn(("x-forwarded-for", "203.0.113.7, 127.0.0.1"), headers)
 
+    def test_backend_is_asked_for_unencoded_answers(self):
+        # The gateway reads every answer (usage, SSE events): whatever the
+        # client accepts (the SDKs send gzip), the backend gets identity.
+        self.sim.reset()
+        status, _, _ = post_json(self.gw.url, "/v1/chat/completions", chat_body(MODEL),
+                                 headers={"Accept-Encoding": "gzip, deflate, br"})
+        self.assertEqual(status, 200)
+        heads = [h for h in self.sim.received() if h["target"] == "/v1/chat/completions"]
+        self.assertEqual(len(heads), 1, heads)
+        codings = [v for n, v in heads[0]["headers"] if n.lower() == "accept-encoding"]
+        self.assertEqual(codings, ["identity"], heads[0])
+
     def test_backend_key_replaces_the_client_key(self):
         sim = self.start_sim(record_requests=8)
         cfg = GatewayConfig().region("r1").backend(sim, "r1", api_key_env="B1_KEY")

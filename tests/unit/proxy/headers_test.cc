@@ -54,6 +54,7 @@ Fields ClientRequestFields() {
   in.set("x-geogate-residency", "EU");
   in.set("X-Request-Id", "spoofed");
   in.set("OpenAI-Organization", "org-1");
+  in.set(http::field::accept_encoding, "gzip, deflate, br");  // what the SDKs send
   return in;
 }
 
@@ -85,6 +86,11 @@ TEST_CASE("upstream request headers: no client key, no hop-by-hop, XFF appended"
   CHECK(out.count("X-Forwarded-For") == 1);
   CHECK(out["X-Forwarded-Proto"] == "https");
   CHECK(out["x-request-id"] == "rid-1");
+  // The gateway reads every answer (usage, SSE events): the backend is
+  // asked for it unencoded, whatever the client accepts. Without the
+  // field at all, any coding would be acceptable (RFC 9110 12.5.3).
+  CHECK(out.count(http::field::accept_encoding) == 1);
+  CHECK(out[http::field::accept_encoding] == "identity");
 }
 
 TEST_CASE("upstream request headers: every Connection field names fields to drop", "[headers]") {

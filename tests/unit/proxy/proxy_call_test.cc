@@ -6,6 +6,8 @@
 // the ones its stream can: it closes, before or in the middle of a response.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -759,6 +761,34 @@ TEST_CASE("proxy call: a backend dying inside an unfinished 'event' over 1 MiB c
   CHECK(got.find(std::string(1000, 'x')) != std::string::npos);
   CHECK(Count(got, "stream_interrupted") == 0);
   CHECK_FALSE(got.ends_with("\r\n0\r\n\r\n"));  // no clean end: the client sees a cut body
+}
+
+TEST_CASE("proxy call: an encoded stream passes as it comes, unread, and is cut when it breaks",
+          "[proxy_call]") {
+  // The gateway asks for identity, but a backend may encode anyway. Its
+  // bytes have no event boundaries to wait for: holding them until one
+  // came buffered the whole stream, and an error event appended would be
+  // plain text inside a gzip stream.
+  CallFixture f;
+  const std::string gz = std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00", 8) + "encoded tokens";
+  f.connector.steps.push_back(
+      ConnectStep::Serve("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         "Content-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                             Chunk(gz),
+                         /*close_after=*/true));
+  f.Start(R"({"model":"m","messages":[],"stream":true})");
+  REQUIRE(f.done);
+  REQUIRE(f.connector.ends.size() == 1);
+  std::string sent = std::string(f.connector.ends[0].remote->str());
+  std::transform(sent.begin(), sent.end(), sent.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  CHECK(sent.find("\r\naccept-encoding: identity\r\n") != std::string::npos);
+  CHECK(f.ctx->outcome == RequestOutcome::kInterrupted);
+  std::string got = f.ClientGot();
+  CHECK(got.find("Content-Encoding: gzip") != std::string::npos);
+  CHECK(got.find(gz) != std::string::npos);  // relayed, not held
+  CHECK(Count(got, "stream_interrupted") == 0);
+  CHECK_FALSE(got.ends_with("\r\n0\r\n\r\n"));  // cut: no clean end
 }
 
 TEST_CASE("proxy call: a stream that comes whole with its head still loses the usage chunk",

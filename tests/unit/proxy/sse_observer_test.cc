@@ -71,6 +71,21 @@ TEST_CASE("OpenAI's shape: \"usage\":null in every chunk before the usage chunk"
   CHECK(cut.completion_tokens() == 2);
 }
 
+TEST_CASE("an encoded body passes as it comes, unread, and ends no event", "[sse]") {
+  for (bool sse : {true, false}) {
+    SseObserver o(sse, false);
+    o.set_encoded();
+    const std::string half = Token(0).substr(0, 12);  // what gzip bytes look like to a scan
+    CHECK(std::string(o.Filter(half, Clock::now())) == half);
+    CHECK(std::string(o.Filter(kUsage, Clock::now())) == kUsage);  // nothing removed
+    CHECK_FALSE(o.at_event_end());  // an error event now would be plain text inside it
+    CHECK(o.Finish(Clock::now()).empty());
+    CHECK(o.bytes_held() == 0);
+    CHECK(o.content_events() == 0);
+    CHECK_FALSE(o.usage_seen());
+  }
+}
+
 TEST_CASE("token gaps are held in batches and handed to the sink", "[sse]") {
   auto t = SseObserver::Clock::time_point{} + std::chrono::seconds(1);
   std::vector<std::vector<double>> batches;
