@@ -28,6 +28,8 @@ ErrorSpec SpecOf(ErrorKind kind) {
       return {408, "invalid_request_error", "body_timeout"};
     case ErrorKind::kBodyTooLarge:
       return {413, "invalid_request_error", "body_too_large"};
+    case ErrorKind::kEncodedBody:
+      return {415, "invalid_request_error", "unsupported_content_encoding"};
     case ErrorKind::kRateLimited:
       return {429, "rate_limit_error", "rate_limited"};
     case ErrorKind::kCapacityExhausted:

@@ -20,6 +20,7 @@ enum class ErrorKind : uint8_t {
   kHeaderTimeout,       // 408 header_timeout
   kBodyTimeout,         // 408 body_timeout
   kBodyTooLarge,        // 413 body_too_large
+  kEncodedBody,         // 415 unsupported_content_encoding (a body with a content coding)
   kRateLimited,         // 429 rate_limited
   kCapacityExhausted,   // 429 capacity_exhausted
   kBudgetExceeded,      // 429 budget_exceeded

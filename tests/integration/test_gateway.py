@@ -4,6 +4,7 @@ bad input (the gateway keeps serving), client disconnects and drain."""
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import signal
@@ -210,6 +211,13 @@ class RequestsTest(SharedGatewayTestCase, GatewayTestCase):
         raw = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n"
                b"Connection: close\r\n\r\n{\"model\":")
         self.assert_error(raw, 400, "invalid_json")
+
+    def test_encoded_body(self):
+        body = gzip.compress(json.dumps(chat_body(MODEL)).encode())
+        raw = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+               b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" +
+               body)
+        self.assert_error(raw, 415, "unsupported_content_encoding")
 
     def test_body_over_the_limit(self):
         body = json.dumps(chat_body(MODEL, content="x" * 4000)).encode()

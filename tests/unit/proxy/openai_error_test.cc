@@ -26,6 +26,7 @@ TEST_CASE("every error kind maps to DESIGN.md's status, type and code", "[errors
       {ErrorKind::kHeaderTimeout, 408, "invalid_request_error", "header_timeout"},
       {ErrorKind::kBodyTimeout, 408, "invalid_request_error", "body_timeout"},
       {ErrorKind::kBodyTooLarge, 413, "invalid_request_error", "body_too_large"},
+      {ErrorKind::kEncodedBody, 415, "invalid_request_error", "unsupported_content_encoding"},
       {ErrorKind::kRateLimited, 429, "rate_limit_error", "rate_limited"},
       {ErrorKind::kCapacityExhausted, 429, "rate_limit_error", "capacity_exhausted"},
       {ErrorKind::kBudgetExceeded, 429, "rate_limit_error", "budget_exceeded"},

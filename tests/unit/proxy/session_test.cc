@@ -180,3 +180,26 @@ TEST_CASE("session: pipelined requests in one read are all answered", "[session]
   CHECK(f.session->buffer().capacity() == 0);
   CHECK_FALSE(f.reader.closed());
 }
+
+TEST_CASE("session: an encoded request body gets a 415 that says so, and the connection serves on",
+          "[session]") {
+  // The gateway reads the body (model, stream, residency); it cannot read
+  // a gzip one, and "not valid JSON" would send the client looking for a
+  // JSON mistake.
+  SessionFixture f;
+  const std::string body = std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00", 8) + "...";
+  f.Send(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+      "Content-Encoding: gzip\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body);
+  CHECK(f.got().starts_with("HTTP/1.1 415 "));
+  CHECK(f.got().find("\"code\":\"unsupported_content_encoding\"") != std::string::npos);
+  CHECK(f.got().find("gzip") != std::string::npos);
+  // identity is no coding at all, so the request goes on (to a 404 for
+  // its unknown model, past the body check).
+  f.Send(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Encoding: identity\r\n"
+      "Content-Length: 18\r\n\r\n{\"model\":\"nobody\"}");
+  CHECK(f.got().find("\"code\":\"model_not_found\"") != std::string::npos);
+  CHECK_FALSE(f.reader.closed());
+}
