@@ -26,8 +26,8 @@ bool NullValueAfter(std::string_view rest) {
   return rest.starts_with("null");
 }
 
-// Whether `rest` starts with the key `Key` (its text and closing quote),
-// and a value that is not null follows.
+// Whether `rest` starts with `key` and its closing quote, and a value that
+// is not null follows.
 template <size_t N>
 inline bool NotNullMember(std::string_view rest, const char (&key)[N]) {
   constexpr size_t kQuote = N - 1;  // where the key's closing quote is
