@@ -46,6 +46,12 @@ bool NamedInConnection(std::string_view name, std::string_view connection_value)
   return false;
 }
 
+std::string_view ContentCodingOf(std::string_view content_encoding_value) {
+  for (auto coding : http::token_list(content_encoding_value))
+    if (!beast::iequals(coding, "identity")) return {coding.data(), coding.size()};
+  return {};
+}
+
 bool IsHopByHopField(http::field f) {
   switch (f) {
     case http::field::connection:

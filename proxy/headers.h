@@ -36,6 +36,9 @@ bool IsHopByHop(std::string_view name, std::string_view connection_value);
 bool IsHopByHopField(http::field f);
 /// Whether `connection_value` (a Connection field's) names `name`.
 bool NamedInConnection(std::string_view name, std::string_view connection_value);
+/// The first content coding other than identity that a Content-Encoding
+/// field's value names (gzip, br), or empty: a body the gateway cannot read.
+std::string_view ContentCodingOf(std::string_view content_encoding_value);
 
 /// Why a client's request head is refused before it is handled.
 struct HeadRefusal {

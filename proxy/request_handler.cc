@@ -6,7 +6,6 @@
 #include <optional>
 
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/http/rfc7230.hpp>
 
 #include "accounting/budget_tracker.h"
 #include "common/json.h"
@@ -291,15 +290,11 @@ std::optional<Rejection> AdmitInference(RequestContext& ctx, common::PooledPtr<R
 
   // The body is read (model, stream, residency) and may be rewritten: a
   // coded one (gzip) could be neither. identity is no coding.
-  for (const auto& f : ctx.req.base()) {
-    if (f.name() != http::field::content_encoding) continue;
-    for (auto coding : http::token_list(f.value()))
-      if (!beast::iequals(coding, "identity"))
-        return Rejection{ErrorKind::kEncodedBody,
-                         "request body has Content-Encoding " +
-                             std::string(coding.data(), coding.size()) +
-                             ", which the gateway cannot read: send it unencoded"};
-  }
+  for (auto [f, end] = ctx.req.base().equal_range(http::field::content_encoding); f != end; ++f)
+    if (std::string_view coding = ContentCodingOf(f->value()); !coding.empty())
+      return Rejection{ErrorKind::kEncodedBody,
+                       "request body has Content-Encoding " + std::string(coding) +
+                           ", which the gateway cannot read: send it unencoded"};
   body = common::MakePooled<RequestBody>(RequestBody::Parse(ctx.req.body()));
   const BodyFacts& facts = body->facts();
   switch (facts.status) {

@@ -33,7 +33,8 @@ inline bool NotNullMember(std::string_view rest, const char (&key)[N]) {
   constexpr size_t kQuote = N - 1;  // where the key's closing quote is
   if (rest.size() <= kQuote || std::memcmp(rest.data(), key, kQuote) != 0 || rest[kQuote] != '"')
     return false;
-  // The usual case at once: the colon, then a value that is no null.
+  // The usual case at once: the colon, then a value that is no null
+  // (without it, BM_FindKeys 34.6 ns a chunk instead of 32.3).
   if (rest.size() > kQuote + 2 && rest[kQuote + 1] == ':' && rest[kQuote + 2] != 'n' &&
       rest[kQuote + 2] != ' ' && rest[kQuote + 2] != '\t' && rest[kQuote + 2] != '\r' &&
       rest[kQuote + 2] != '\n')

@@ -50,10 +50,7 @@ void UpstreamResponseParser::on_field_impl(http::field name, StringView name_str
     }
     return;
   }
-  if (name == http::field::content_encoding) {
-    for (auto coding : http::token_list(value))
-      encoded_ = encoded_ || !beast::iequals(coding, "identity");
-  }
+  if (name == http::field::content_encoding) encoded_ = encoded_ || !ContentCodingOf(v).empty();
   if (name == http::field::content_type && !content_type_seen_) {
     content_type_seen_ = true;
     event_stream_ = v.starts_with("text/event-stream");
