@@ -52,6 +52,9 @@ class ReloadAppliesToOpenConnectionsTest(unittest.TestCase):
         self.gw = Gateway(policy(self.b1, self.b2, "r1"))
         self.gw.start(self)
         self.gw.wait_until_ready()
+        # Both: the first request goes to b1 (r1), and under TSan its first
+        # probe can land after b2's (a 503 no_compliant_backend in CI).
+        self.gw.wait_backend("b1")
         self.gw.wait_backend("b2")
 
     def config_hash(self) -> str:
