@@ -26,6 +26,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -239,16 +240,52 @@ asio::awaitable<bool> write_events(tcp::socket& socket, const Shared& s, bool ke
   co_return true;
 }
 
+// Beast's parser of a whole request, keeping only what the answer depends
+// on: the method and the version (keep-alive is the parser's own). The
+// fields and the body are parsed and dropped, so a request costs no
+// allocation. A request_parser<string_body> allocated and freed every field
+// and the body per request: 8,300 instructions of user space per burst
+// stream under callgrind, against 6,000 with this parser. The burst row's
+// upstream must stay 3x faster than the proxies (bench/compare).
+class RequestSkimmer : public http::basic_parser<true> {
+ public:
+  http::verb method() const { return method_; }
+  int version() const { return version_; }
+
+ private:
+  void on_request_impl(http::verb method, beast::string_view, beast::string_view, int version,
+                       beast::error_code&) override {
+    method_ = method;
+    version_ = version;
+  }
+  void on_response_impl(int, beast::string_view, int, beast::error_code&) override {}
+  void on_field_impl(http::field, beast::string_view, beast::string_view,
+                     beast::error_code&) override {}
+  void on_header_impl(beast::error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
+  std::size_t on_body_impl(beast::string_view body, beast::error_code&) override {
+    return body.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
+  std::size_t on_chunk_body_impl(std::uint64_t, beast::string_view body,
+                                 beast::error_code&) override {
+    return body.size();
+  }
+  void on_finish_impl(beast::error_code&) override {}
+
+  http::verb method_ = http::verb::unknown;
+  int version_ = 0;
+};
+
 asio::awaitable<void> serve(tcp::socket socket, const Shared& s) {
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   beast::flat_buffer buffer;
   for (;;) {
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(1 << 20);
-    auto [ec, n] = co_await http::async_read(socket, buffer, parser, kNoThrow);
+    RequestSkimmer req;
+    req.body_limit(1 << 20);
+    auto [ec, n] = co_await http::async_read(socket, buffer, req, kNoThrow);
     if (ec) break;
-    const auto& req = parser.get();
     if (req.version() != 11) {
       co_await write(socket, s.answers.version_not_supported);
       break;

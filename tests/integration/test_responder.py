@@ -9,6 +9,7 @@ the creation time), and that keep-alive works. No timing is asserted.
 import http.client
 import json
 import re
+import socket
 import unittest
 
 from harness import GpuSim, Process, bin_path
@@ -133,6 +134,40 @@ class ResponderTest(unittest.TestCase):
                          "".join(f"fast:{i} " for i in range(16)))
         self.assertEqual(answer["usage"]["completion_tokens"], 16)
         conn.close()
+
+    def test_request_bodies_are_skipped_and_the_method_and_version_read(self):
+        """The responder parses requests without keeping them: a sized and a
+        chunked body are both consumed, so the requests pipelined behind
+        them are answered; a GET gets the JSON answer, HTTP/1.0 a 505."""
+        r = responder(self, "--answer", "stream")
+        sized = ("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                 f"Content-Length: {len(BODY)}\r\n\r\n{BODY}")
+        chunked = ("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n"
+                   f"{len(BODY):x}\r\n{BODY}\r\n0\r\n\r\n")
+        get = "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", r.port), timeout=10) as s:
+            s.sendall((sized + chunked + get).encode())
+            got = b""
+            while chunk := s.recv(65536):
+                got += chunk
+        answers = got.decode().split("HTTP/1.1 ")[1:]
+        self.assertEqual(len(answers), 3, got[:300])
+        for a in answers[:2]:
+            head, body = a.split("\r\n\r\n", 1)
+            self.assertIn("text/event-stream", head)
+            self.assertIn("data: [DONE]", body)
+        head, body = answers[2].split("\r\n\r\n", 1)
+        self.assertIn("application/json", head)
+        self.assertIn("Connection: close", head)
+        self.assertEqual(json.loads(body)["object"], "chat.completion")
+
+        with socket.create_connection(("127.0.0.1", r.port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            got = b""
+            while chunk := s.recv(65536):
+                got += chunk
+        self.assertTrue(got.startswith(b"HTTP/1.1 505 "), got[:100])
 
 
 if __name__ == "__main__":
