@@ -1,8 +1,13 @@
 """bench/gatewaylib.py's LogJanitor: what bench/compare and bench/ab rely on
-to keep access logs from growing the page cache during a measurement."""
+to keep access logs from growing the page cache during a measurement; and
+bench/compare's geo database, which geogate must always run with."""
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -10,6 +15,18 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from gatewaylib import LogJanitor  # noqa: E402
+
+SOURCE_ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def load_compare():
+    """bench/compare as a module (it is a script without a .py suffix)."""
+    path = os.path.join(SOURCE_ROOT, "bench", "compare")
+    loader = importlib.machinery.SourceFileLoader("bench_compare", path)
+    spec = importlib.util.spec_from_loader("bench_compare", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 
 
 def write(path: str, size: int) -> None:
@@ -66,6 +83,35 @@ class LogJanitorTest(unittest.TestCase):
         write(path, 8192)
         time.sleep(0.1)  # stopped: no more sweeps
         self.assertEqual(os.path.getsize(path), 8192)
+
+
+class CompareGeoDatabaseTest(unittest.TestCase):
+    """bench/compare once ran geogate without geo when no build held the
+    fixture (a run from a Release build alone), which is less work per
+    request than geogate's defaults: a run that flattered geogate."""
+
+    def test_without_a_built_fixture_the_run_writes_one(self):
+        compare = load_compare()
+        with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as run_dir:
+            # A source tree with the fixture's sources and no build directory.
+            os.symlink(os.path.join(SOURCE_ROOT, "tests"), os.path.join(root, "tests"))
+            compare.ROOT = root
+            db = compare.find_geo_db(os.path.join(root, "build-release"), run_dir)
+            self.assertEqual(os.path.dirname(db), run_dir)
+            self.assertTrue(os.path.getsize(db) > 0)
+            if shutil.which("mmdblookup"):
+                out = subprocess.run(["mmdblookup", "--file", db, "--ip", compare.CLIENT_XFF,
+                                      "country", "iso_code"], capture_output=True, text=True)
+                self.assertIn('"DE"', out.stdout)  # the residency rule bench/compare relies on
+
+    def test_a_built_fixture_is_used(self):
+        compare = load_compare()
+        with tempfile.TemporaryDirectory() as build, tempfile.TemporaryDirectory() as run_dir:
+            geo = os.path.join(build, "tests", "fixtures", "geo")
+            os.makedirs(geo)
+            write(os.path.join(geo, "geo-city.mmdb"), 10)
+            self.assertEqual(compare.find_geo_db(build, run_dir), os.path.join(geo, "geo-city.mmdb"))
+            self.assertEqual(os.listdir(run_dir), [])
 
 
 if __name__ == "__main__":
