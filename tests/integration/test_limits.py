@@ -341,7 +341,11 @@ class HalfOpenTlsTest(LimitsTestCase):
         sim = self.start_sim()
         tls = make_tls_files()
         cfg = GatewayConfig(tls=tls).region("r1").backend(sim, "r1")
-        cfg.limits = {"header_timeout_ms": 1000}
+        # Long enough that the first connections are still open when the
+        # 400th is accepted: with 1 s, a gateway under ThreadSanitizer on a
+        # slow machine closed the first ones before it had accepted the
+        # last, and the count never reached 400.
+        cfg.limits = {"header_timeout_ms": 5000}
         gw = self.start_gateway(cfg)
         for _ in range(20):
             post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
@@ -368,7 +372,7 @@ class HalfOpenTlsTest(LimitsTestCase):
         # The gateway keeps serving while they hang.
         status, _, body = post_json(gw.url, "/v1/chat/completions", chat_body(MODEL))
         self.assertEqual(status, 200, body)
-        wait_until(lambda: gw.metric("geogate_connections_open") == 0, 10,
+        wait_until(lambda: gw.metric("geogate_connections_open") == 0, 20,
                    message="half-open TLS handshakes were not closed")
         self.assertGreaterEqual(gw.metric("geogate_tls_handshakes_total", result="failure"), 400)
         for s in socks:
