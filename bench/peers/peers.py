@@ -34,6 +34,9 @@ MODELS = {"fast": "llama-3.1-8b", "tls": "llama-3.1-8b", "sse": "sse", "burst": 
           "paced": "paced", "probe": "probe", "long": "long"}
 #: Tokens per SSE response in the sse and burst lanes.
 SSE_TOKENS = 64
+#: The paced lane's decode step: every stream gets its next token on the next
+#: tick of one grid shared by all of them.
+PACED_STEP_MS = 2
 #: NGINX's idle upstream keep-alive connections per worker (`keepalive`,
 #: off unless set). geogate's pool is at its default (a backend's capacity,
 #: unbounded in these configs) and HAProxy's is unbounded by default.
@@ -194,7 +197,10 @@ class Upstreams:
     burst - the same 64-token stream, whole, in one write: geogate-responder
             `--answer stream` (gpusim's bytes, built once), so the proxies and
             not the upstream are the limit;
-    paced - tokens on a shared 2 ms decode grid (gpusim --decode-step-ms 2);
+    paced - 64 tokens on a shared 2 ms decode grid, one write each:
+            geogate-responder `--answer events --step-ms 2` (gpusim with
+            --decode-step-ms 2 delivered only half the grid's rate to 256
+            streams on a slow VM, so every contender measured gpusim);
     probe - first token at once, then 5 ms apart (gpusim), for TTFT probes;
     long  - one token a second for a long time (gpusim), for the memory test.
     """
@@ -239,8 +245,8 @@ class Upstreams:
                         "--chunk-shape", self.chunk_shape)
         self._sim("sse", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", str(SSE_TOKENS),
                   "--chunk-shape", self.chunk_shape)
-        self._sim("paced", "--ttft-ms", "0", "--token-interval-ms", "0", "--tokens", "64",
-                  "--decode-step-ms", "2")
+        self._responder("paced", "--answer", "events", "--tokens", str(SSE_TOKENS),
+                        "--step-ms", str(PACED_STEP_MS))
         self._sim("probe", "--ttft-ms", "0", "--token-interval-ms", "5", "--tokens", "8")
         self._sim("long", "--ttft-ms", "0", "--token-interval-ms", "1000", "--tokens", "100000",
                   "--max-tokens-cap", "1000000")

@@ -1,6 +1,7 @@
 """bench/gatewaylib.py's LogJanitor: what bench/compare and bench/ab rely on
 to keep access logs from growing the page cache during a measurement; and
-bench/compare's geo database, which geogate must always run with."""
+bench/compare's geo database, which geogate must always run with; and its
+paced rows' grid rule."""
 from __future__ import annotations
 
 import importlib.machinery
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
@@ -113,6 +115,51 @@ class CompareGeoDatabaseTest(unittest.TestCase):
             write(os.path.join(geo, "geo-city.mmdb"), 10)
             self.assertEqual(compare.find_geo_db(build, run_dir), os.path.join(geo, "geo-city.mmdb"))
             self.assertEqual(os.listdir(run_dir), [])
+
+
+class ComparePacedGridTest(unittest.TestCase):
+    """A paced row's tokens/s measure the proxies only when the upstream keeps
+    its decode grid: gpusim once delivered half of it to 256 streams, and
+    every contender's tokens/s then measured gpusim."""
+
+    @staticmethod
+    def rows(compare, direct_tps: float) -> list[str]:
+        def run(tps: float, cpu: float) -> dict:
+            return {"tps": tps, "cpu_per_token_us": cpu,
+                    "ttft": {"p50_us": 3000.0, "p99_us": 9000.0}}
+        results = {}
+        for key, tps, cpu in (("direct", direct_tps, 1.0), ("geogate", 100_000.0, 10.0),
+                              ("haproxy-bare", 80_000.0, 8.0)):
+            results[(1, "paced-256", key)] = [run(tps, cpu) for _ in range(3)]
+        suite = types.SimpleNamespace(
+            results=results,
+            args=types.SimpleNamespace(contenders=["direct", "geogate", "haproxy-bare"],
+                                       max_conns=100_000))
+        return compare.Report(suite).test_rows(1, "paced-256")
+
+    def test_the_grid_rate_is_a_token_per_stream_per_step(self):
+        compare = load_compare()
+        self.assertEqual(compare.paced_grid_rate(256), 256 * 1000 / compare.PACED_STEP_MS)
+        self.assertFalse(compare.paced_below_grid(None, 256))
+
+    def test_an_upstream_below_its_grid_gives_no_tokens_ratio(self):
+        compare = load_compare()
+        rows = self.rows(compare, direct_tps=0.5 * compare.paced_grid_rate(256))
+        tokens = next(r for r in rows if "| tokens/s |" in r)
+        self.assertIn("upstream below its grid", tokens)
+        self.assertIn("50% of the grid", tokens)
+        self.assertTrue(tokens.rstrip(" |").endswith("upstream-bound"))
+        # The cost per token still compares: 10 against 8 µs.
+        cpu = next(r for r in rows if "CPU µs/token" in r)
+        self.assertTrue(cpu.rstrip(" |").endswith("1.25"))
+
+    def test_an_upstream_on_its_grid_gives_the_ratio(self):
+        compare = load_compare()
+        rows = self.rows(compare, direct_tps=0.97 * compare.paced_grid_rate(256))
+        tokens = next(r for r in rows if "| tokens/s |" in r)
+        self.assertNotIn("below its grid", tokens)
+        self.assertIn("97% of the grid", tokens)
+        self.assertTrue(tokens.rstrip(" |").endswith("1.25"))
 
 
 if __name__ == "__main__":
