@@ -142,25 +142,27 @@ class ComparePacedGridTest(unittest.TestCase):
         self.assertEqual(compare.paced_grid_rate(256), 256 * 1000 / compare.PACED_STEP_MS)
         self.assertFalse(compare.paced_below_grid(None, 256))
 
-    def test_an_upstream_below_its_grid_gives_no_tokens_ratio(self):
+    def rows_at(self, share: float) -> tuple[str, str]:
+        """The tokens/s and CPU rows of paced-256 when the upstream, directly,
+        delivers `share` of its grid."""
         compare = load_compare()
-        rows = self.rows(compare, direct_tps=0.5 * compare.paced_grid_rate(256))
-        tokens = next(r for r in rows if "| tokens/s |" in r)
+        rows = self.rows(compare, direct_tps=share * compare.paced_grid_rate(256))
+        return (next(r for r in rows if "| tokens/s |" in r),
+                next(r for r in rows if "CPU µs/token" in r))
+
+    def test_an_upstream_below_its_grid_gives_no_tokens_ratio(self):
+        tokens, cpu = self.rows_at(0.5)
         self.assertIn("upstream below its grid", tokens)
         self.assertIn("50% of the grid", tokens)
         self.assertTrue(tokens.rstrip(" |").endswith("upstream-bound"))
         # The cost per token still compares: 10 against 8 µs.
-        cpu = next(r for r in rows if "CPU µs/token" in r)
         self.assertTrue(cpu.rstrip(" |").endswith("1.25"))
 
     def test_an_upstream_on_its_grid_gives_the_ratio(self):
-        compare = load_compare()
-        rows = self.rows(compare, direct_tps=0.97 * compare.paced_grid_rate(256))
-        tokens = next(r for r in rows if "| tokens/s |" in r)
+        tokens, _ = self.rows_at(0.97)
         self.assertNotIn("below its grid", tokens)
         self.assertIn("97% of the grid", tokens)
         self.assertTrue(tokens.rstrip(" |").endswith("1.25"))
-
 
 if __name__ == "__main__":
     unittest.main()
