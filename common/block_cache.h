@@ -1,19 +1,20 @@
 // Per-thread free lists of small blocks, and an allocator over them for the
 // containers every request fills (the Beast field lists of the client's
-// request head and of the backend's response head, one block per field)
-// and for Asio's coroutine frames (common/asio_frames.h).
+// request head and of the backend's response head, one block per field),
+// its pooled texts and its large pooled objects (MakePooled).
 //
 // glibc's per-thread cache keeps seven blocks per 16-byte size, fewer than
-// one request's fields or frames need once a worker interleaves many
-// requests, and the rest went through malloc's slower paths. Here a block
-// is ordinary operator-new memory rounded up to a size class (every 64
-// bytes from 64 to 1024), so a block freed on another thread simply joins
-// that thread's list; each list keeps at most kMaxCachedBytes of blocks and
-// larger requests go straight to operator new.
+// one request's fields need once a worker interleaves many requests, and
+// the rest went through malloc's slower paths. Here a block is ordinary
+// operator-new memory rounded up to a size class (every 64 bytes from 64
+// to 1024), so a block freed on another thread simply joins that thread's
+// list; each list keeps at most kMaxCachedBytes of blocks and larger
+// requests go straight to operator new.
 //
-// Header-only: every program that runs coroutines allocates their frames
-// here (common/asio_frames.h is included into every translation unit),
-// also those that do not link the gateway library.
+// Header-only. Asio's coroutine frames do not come here but from malloc
+// (BOOST_ASIO_DISABLE_AWAITABLE_FRAME_RECYCLING, top-level CMakeLists.txt):
+// the hook that sent them here specialised an Asio internal and is gone
+// (bench/RESULTS.md, "Coroutine frames from malloc").
 //
 // The A/B of bench/ab builds the gateway once with GEOGATE_AB_NO_BLOCK_CACHE
 // defined (in every translation unit): Allocate and Deallocate are then
@@ -35,15 +36,14 @@ namespace block_cache {
 
 // Per size class and thread. Enough for the churn of 64 streams finishing
 // and starting in one pass of a worker (each holds a dozen field blocks
-// and a few coroutine frames); a cap of 256 blocks per class spilled 2.6
+// and a few pooled texts); a cap of 256 blocks per class spilled 2.6
 // field blocks per SSE request to malloc under wrk -c64.
 inline constexpr std::size_t kMaxCachedBytes = 256 * 1024;
 // Classes every 64 bytes: a block is at most 63 bytes larger than asked.
 // With the classes doubling (64, 128, 256, 512, then 768 and 1024), what
-// every connection holds paid for the rounding: Session::Run's 416-byte
-// frame and Asio's 448-byte spawn frame took 512 bytes each, the 944-byte
-// Session 1024, and an open stream lost 0.8 KiB in all (bench/RESULTS.md,
-// "Idle connections park").
+// every connection holds paid for the rounding (then coroutine frames too:
+// a 416-byte frame took 512 bytes), and an open stream lost 0.8 KiB in all
+// (bench/RESULTS.md, "Idle connections park").
 inline constexpr std::size_t kClassStep = 64;
 inline constexpr std::size_t kLargestBlock = 1024;  // larger: operator new
 inline constexpr std::size_t kClasses = kLargestBlock / kClassStep;
@@ -178,7 +178,8 @@ using PooledString = std::basic_string<char, std::char_traits<char>, PooledAlloc
 inline constexpr std::size_t kPooledStringMax = 512 - 1;
 
 /// One object in a pooled block: for large objects that would otherwise
-/// sit in a coroutine frame and push it past Asio's 1 KiB recycling limit.
+/// sit in a coroutine frame, which comes from malloc (a block comes from
+/// this thread's lists, and can be given back before the frame ends).
 template <class T>
 struct PooledDelete {
   void operator()(T* p) const noexcept {

@@ -330,8 +330,8 @@ net::awaitable<bool> HandleInference(RequestContext& ctx) {
 // on_request: routing looks at, and the backend gets, only the normalised
 // path (request_target.h). A normalised target replaces the request's own,
 // which is what the proxy forwards. Not a coroutine, and nothing added to
-// RequestContext: HandleRequest's frame stays in the block cache's largest
-// class. @return the refusal's text, empty when the target is accepted.
+// RequestContext, which every open stream holds.
+// @return the refusal's text, empty when the target is accepted.
 std::string_view AcceptTarget(RequestContext& ctx) {
   std::string_view target = ctx.req.target();
   std::string storage;  // used only when the target is not already normal

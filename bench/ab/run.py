@@ -7,7 +7,6 @@ baseline build and one build per trick switched off.
 Each trick has its switch in its own file, a compile definition:
 
   NO_TRY_SEND     proxy/stream.h       no sendmsg fast path before a write
-  NO_ASIO_FRAMES  common/asio_frames.h coroutine frames from Asio's cache
   NO_BLOCK_CACHE  common/block_cache.h block-cache users go to malloc
   NO_BULK_QUEUE   common/bulk_queue.h  relays run from the ready queue
 
@@ -84,7 +83,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VARIANTS = ("base", "NO_TRY_SEND", "NO_ASIO_FRAMES", "NO_BLOCK_CACHE", "NO_BULK_QUEUE", "IO_URING")
+VARIANTS = ("base", "NO_TRY_SEND", "NO_BLOCK_CACHE", "NO_BULK_QUEUE", "IO_URING")
 # Variants that are not a GEOGATE_AB_ compile definition: their CMake flags.
 CMAKE_VARIANTS = {"IO_URING": ["-DCMAKE_CXX_FLAGS=-DBOOST_ASIO_HAS_IO_URING -DBOOST_ASIO_DISABLE_EPOLL",
                                "-DCMAKE_CXX_STANDARD_LIBRARIES=-luring"]}

@@ -29,9 +29,8 @@ TEST_CASE("block cache: a freed block is the next one of its size class", "[bloc
 }
 
 TEST_CASE("block cache: a block is at most 63 bytes larger than asked", "[block_cache]") {
-  // The sizes a waiting connection holds: Session::Run's frame (416
-  // bytes) and Asio's spawn frame (448) share the 448-byte class, where
-  // doubling classes gave each a 512-byte block.
+  // 416 and 448 bytes share the 448-byte class, where doubling classes
+  // gave each a 512-byte block.
   void* a = block_cache::Allocate(416);
   block_cache::Deallocate(a, 416);
   void* b = block_cache::Allocate(448);
