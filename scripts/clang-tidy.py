@@ -67,13 +67,15 @@ def main():
     if tool is None:
         print("clang-tidy.py: run-clang-tidy is not installed (clang-tidy)", file=sys.stderr)
         return 2
-    files = "|".join(libraries())
-    pattern = f"{ROOT}/({files})/[^/]+\\.cc$"
+    # The sources and the headers checked: the libraries' own, from one list.
+    folders = "|".join(libraries())
+    pattern = f"{ROOT}/({folders})/[^/]+\\.cc$"
+    header_filter = f"{ROOT}/({folders})/[^/]+\\.h$"
     with tempfile.TemporaryDirectory(prefix="geogate-tidy-") as tmp:
         with open(os.path.join(tmp, "compile_commands.json"), "w") as f:
             json.dump(one_command_per_source(database), f)
-        return subprocess.call([tool, "-p", tmp, "-quiet", "-j", str(args.j), pattern],
-                               cwd=ROOT)
+        return subprocess.call([tool, "-p", tmp, "-quiet", "-j", str(args.j),
+                                "-header-filter", header_filter, pattern], cwd=ROOT)
 
 
 if __name__ == "__main__":
