@@ -1,9 +1,11 @@
 #include "common/bounded_resolver.h"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
+
+#include "common/await.h"
 
 namespace geogate::common {
 
@@ -78,7 +80,7 @@ net::awaitable<std::pair<error_code, BoundedResolver::Endpoints>> BoundedResolve
     Pending* p;
     ~ClearTimer() { p->timer = nullptr; }
   } clear{pending.get()};
-  co_await timer.async_wait(net::as_tuple(net::use_awaitable));
+  co_await timer.async_wait(kAwait);
   if (pending->cancelled || abandoned_) co_return Result{net::error::operation_aborted, {}};
   if (!pending->done) co_return Result{net::error::timed_out, {}};
   if (running_ == pending) running_.reset();

@@ -6,17 +6,18 @@
 #include <optional>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "common/await.h"
 #include "common/bounded_resolver.h"
 #include "health/load_report_parser.h"
 
@@ -31,7 +32,6 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using ErrorCode = boost::system::error_code;
 
-constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 constexpr uint64_t kHealthBodyLimit = 64 * 1024;
 constexpr uint64_t kMetricsBodyLimit = 4 * 1024 * 1024;
 constexpr uint32_t kHeaderLimit = 16 * 1024;
@@ -93,7 +93,7 @@ asio::awaitable<Exchange> FetchSmall(Stream& stream, beast::flat_buffer& buffer,
                                      Clock::time_point deadline) {
   Exchange out;
   beast::get_lowest_layer(stream).expires_at(deadline);
-  auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
+  auto [wec, wn] = co_await http::async_write(stream, req, common::kAwait);
   if (wec) {
     out.reason = ClassifyIo(wec);
     co_return out;
@@ -101,7 +101,7 @@ asio::awaitable<Exchange> FetchSmall(Stream& stream, beast::flat_buffer& buffer,
   http::response_parser<http::string_body> parser;
   parser.header_limit(kHeaderLimit);
   parser.body_limit(kHealthBodyLimit);
-  auto [rec, rn] = co_await http::async_read(stream, buffer, parser, kTuple);
+  auto [rec, rn] = co_await http::async_read(stream, buffer, parser, common::kAwait);
   if (rec == http::error::body_limit && parser.is_header_done()) {
     out.status = static_cast<int>(parser.get().result_int());
     co_return out;  // keep_alive false: the rest of the body is still on the wire
@@ -125,7 +125,7 @@ asio::awaitable<Exchange> FetchScanned(Stream& stream, beast::flat_buffer& buffe
                                        Clock::time_point deadline, PrometheusLoadScanner& scanner) {
   Exchange out;
   beast::get_lowest_layer(stream).expires_at(deadline);
-  auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
+  auto [wec, wn] = co_await http::async_write(stream, req, common::kAwait);
   if (wec) {
     out.reason = ClassifyIo(wec);
     co_return out;
@@ -133,7 +133,7 @@ asio::awaitable<Exchange> FetchScanned(Stream& stream, beast::flat_buffer& buffe
   http::response_parser<http::buffer_body> parser;
   parser.header_limit(kHeaderLimit);
   parser.body_limit(kMetricsBodyLimit);
-  auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kTuple);
+  auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, common::kAwait);
   if (hec) {
     out.reason = ClassifyIo(hec);
     co_return out;
@@ -144,7 +144,7 @@ asio::awaitable<Exchange> FetchScanned(Stream& stream, beast::flat_buffer& buffe
   while (!parser.is_done()) {
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, kTuple);
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, common::kAwait);
     if (ec == http::error::need_buffer) ec = {};  // the chunk is full: scan it, go on
     const size_t got = chunk.size() - parser.get().body().size;
     if (scan) scanner.feed(std::string_view(chunk.data(), got));
@@ -304,7 +304,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
     if (FailureReason why = co_await Resolve(deadline, endpoints); why != FailureReason::kNone)
       co_return why;
     c.lowest().expires_at(deadline);
-    auto [cec, endpoint] = co_await c.lowest().async_connect(endpoints, kTuple);
+    auto [cec, endpoint] = co_await c.lowest().async_connect(endpoints, common::kAwaitInFrame);
     if (cec) co_return ClassifyConnect(cec);
     ++connections_opened_;
     ErrorCode ignored;
@@ -321,7 +321,7 @@ class HttpProbeClient::Impl : public std::enable_shared_from_this<Impl> {
         if (vec) co_return FailureReason::kTlsError;
       }
       c.lowest().expires_at(deadline);
-      auto [hec] = co_await c.tls->async_handshake(ssl::stream_base::client, kTuple);
+      auto [hec] = co_await c.tls->async_handshake(ssl::stream_base::client, common::kAwaitInFrame);
       if (hec) {
         co_return hec == beast::error::timeout ? FailureReason::kConnectTimeout
                                                : FailureReason::kTlsError;

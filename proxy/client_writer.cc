@@ -3,15 +3,13 @@
 #include <charconv>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 
-namespace geogate::proxy {
+#include "common/await.h"
 
-namespace {
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
-}  // namespace
+namespace geogate::proxy {
 
 size_t ClientWriter::Frame(std::string_view head, std::string_view data,
                            std::array<net::const_buffer, 6>& out) {
@@ -76,7 +74,7 @@ net::awaitable<bool> ClientWriter::Flush() {
   beast::buffers_suffix<std::span<const net::const_buffer>> rest(bufs);
   rest.consume(sent_);
   wd_.Guard(&client_, time_.monotonic() + idle_timeout_);
-  auto [ec, n] = co_await net::async_write(client_, rest, kUseTuple);
+  auto [ec, n] = co_await net::async_write(client_, rest, common::kAwait);
   done_ = sent_ + n;
   Count(sent_ + n);
   count_ = 0;

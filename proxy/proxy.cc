@@ -7,10 +7,10 @@
 #include <utility>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/http/buffer_body.hpp>
@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "accounting/showback_record.h"
+#include "common/await.h"
 #include "common/block_cache.h"
 #include "health/health_service.h"
 #include "health/retry_budget.h"
@@ -43,7 +44,6 @@ namespace {
 
 using health::FailureReason;
 using Clock = std::chrono::steady_clock;
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
 constexpr auto kHealthWatchPeriod = std::chrono::milliseconds(25);
 
@@ -75,13 +75,13 @@ void UpdateEwma(std::atomic<int64_t>& ewma, int64_t sample_us, double alpha) {
 net::awaitable<void> SleepFor(health::TimerFactory& timers, health::Millis d) {
   health::TimerPtr timer;
   auto executor = co_await net::this_coro::executor;
-  co_await net::async_initiate<decltype(net::use_awaitable), void()>(
+  co_await net::async_initiate<decltype(common::kAwait), void()>(
       [&](auto handler) {
         auto pending = std::make_shared<decltype(handler)>(std::move(handler));
         timer = timers.create([pending, executor] { net::post(executor, std::move(*pending)); });
         timer->enable(d);
       },
-      net::use_awaitable);
+      common::kAwait);
 }
 
 // Counts a request against a backend's in-flight total (process-wide),
@@ -311,9 +311,15 @@ class ProxyCall {
   size_t DrainBuffered(UpstreamConn& conn, UpstreamResponseParser& parser, size_t got,
                        boost::system::error_code& ec);
   using ReadResult = std::tuple<boost::system::error_code, size_t>;
+  /// One read from the backend into the connection's buffer, straight from
+  /// the socket (TLS: the TLS stream): TakeUpstreamRead commits it,
+  /// DrainBuffered parses it. The operation itself, awaited by the caller
+  /// (no coroutine). `token` is common::kAwait, or kAwait bound to an
+  /// executor that runs the completion.
   template <class Token>
-  static net::awaitable<ReadResult> ReadUpstream(UpstreamConn& conn, Token token,
-                                                 size_t bytes = kUpstreamReadBytes);
+  static auto ReadUpstream(UpstreamConn& conn, Token token, size_t bytes = kUpstreamReadBytes) {
+    return conn.stream.async_read_raw(conn.buffer.prepare(bytes), std::move(token));
+  }
   static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn,
                                                     UpstreamResponseParser& parser,
                                                     ReadResult read);
@@ -616,7 +622,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
     // The head, read straight from the socket like the body below (Beast's
     // composed read_header costs three more layers of handlers per read).
     while (!ec && !parser->is_header_done()) {
-      ReadResult read = co_await ReadUpstream(*conn, kUseTuple);
+      ReadResult read = co_await ReadUpstream(*conn, common::kAwait);
       ec = TakeUpstreamHeadRead(*conn, *parser, read);
     }
     if (!ec) break;
@@ -647,7 +653,7 @@ net::awaitable<void> ProxyCall::Attempt(size_t backend, Clock::time_point deadli
   boost::system::error_code body_ec;
   size_t first = parser->is_done() ? 0 : DrainBuffered(*conn, *parser, 0, body_ec);
   while (!body_ec && !parser->is_done() && first == 0) {
-    ReadResult read = co_await ReadUpstream(*conn, kUseTuple);
+    ReadResult read = co_await ReadUpstream(*conn, common::kAwait);
     body_ec = TakeUpstreamRead(*conn, *parser, read);
     if (!body_ec) first = DrainBuffered(*conn, *parser, 0, body_ec);
   }
@@ -833,7 +839,7 @@ net::awaitable<void> ProxyCall::Relay(size_t backend, AttemptResult& r) {
       // A stream that already flows: the read completes through the
       // worker's bulk queue, after what new requests have ready.
       ReadResult read = co_await ReadUpstream(
-          conn, net::bind_executor(worker_.bulk().executor(), kUseTuple), read_size.next());
+          conn, net::bind_executor(worker_.bulk().executor(), common::kAwait), read_size.next());
       read_size.Read(std::get<1>(read));
       ec = TakeUpstreamRead(conn, parser, read);
       if (!ec) got = DrainBuffered(conn, parser, 0, ec);
@@ -889,18 +895,6 @@ size_t ProxyCall::DrainBuffered(UpstreamConn& conn, UpstreamResponseParser& pars
   return n;
 }
 
-// One read from the backend into the connection's buffer, straight from the
-// socket (TLS: the TLS stream): TakeUpstreamRead commits it, DrainBuffered
-// parses it. Not a coroutine: the caller awaits the read operation itself,
-// one coroutine frame fewer per relayed read. `token` is kUseTuple, or
-// kUseTuple bound to an executor that runs the completion.
-template <class Token>
-net::awaitable<ProxyCall::ReadResult> ProxyCall::ReadUpstream(UpstreamConn& conn, Token token,
-                                                              size_t bytes) {
-  auto space = conn.buffer.prepare(bytes);
-  return conn.stream.async_read_raw(space, token);
-}
-
 // The backend closing the connection ends a close-delimited body, and cuts
 // any other (partial_message).
 boost::system::error_code ProxyCall::TakeUpstreamRead(UpstreamConn& conn,
@@ -944,7 +938,7 @@ net::awaitable<boost::system::error_code> ProxyCall::SendRest(
     Stream& s, std::span<const net::const_buffer> bufs, size_t sent) {
   beast::buffers_suffix<std::span<const net::const_buffer>> rest(bufs);
   rest.consume(sent);
-  auto [ec, n] = co_await net::async_write(s, rest, kUseTuple);
+  auto [ec, n] = co_await net::async_write(s, rest, common::kAwait);
   co_return ec;
 }
 

@@ -4,14 +4,15 @@
 #include <cstring>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 
+#include "common/await.h"
 #include "common/block_cache.h"
 #include "proxy/client_writer.h"
 #include "proxy/connection_limits.h"
@@ -24,7 +25,6 @@ namespace geogate::proxy {
 
 namespace {
 
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr size_t kLingerMaxBytes = 1 << 20;
 constexpr auto kLingerTimeout = std::chrono::seconds(1);
 constexpr auto kTlsShutdownTimeout = std::chrono::milliseconds(500);
@@ -163,7 +163,7 @@ net::awaitable<bool> Session::ReadProxyHeader() {
       co_return false;
     // Read only what the header can still need, so bytes after it stay in
     // the socket for the TLS layer or the HTTP parser.
-    auto [ec, n] = co_await stream_->async_read_tcp(buffer_.prepare(512), kUseTuple);
+    auto [ec, n] = co_await stream_->async_read_tcp(buffer_.prepare(512), common::kAwait);
     if (ec) co_return false;
     buffer_.commit(n);
   }
@@ -178,7 +178,7 @@ net::awaitable<bool> Session::Handshake() {
   stream_.emplace(std::move(tcp), *tls_context_);
   Guard(limits.header_timeout);
   auto [ec, used] = co_await stream_->tls().async_handshake(net::ssl::stream_base::server,
-                                                            buffer_.data(), kUseTuple);
+                                                            buffer_.data(), common::kAwaitInFrame);
   watchdog_.Disarm();
   if (ec) {
     worker_.metrics().tls_handshake_failures++;
@@ -206,7 +206,7 @@ net::awaitable<boost::system::error_code> Session::ReadHeader(RequestParser& par
   // A total deadline: it interrupts the read rather than closing, so a
   // 408 can still be sent.
   Guard(header_timeout, Watchdog::OnExpiry::kInterrupt);
-  auto [rec, n] = co_await http::async_read_header(*stream_, buffer_, parser, kUseTuple);
+  auto [rec, n] = co_await http::async_read_header(*stream_, buffer_, parser, common::kAwait);
   bool fired = watchdog_.expired();
   watchdog_.Disarm();
   co_return fired ? beast::error::timeout : rec;
@@ -221,11 +221,11 @@ net::awaitable<boost::system::error_code> Session::ReadBody(RequestParser& parse
   boost::system::error_code ec;
   if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    auto [wec, wn] = co_await net::async_write(*stream_, net::buffer(kContinue), kUseTuple);
+    auto [wec, wn] = co_await net::async_write(*stream_, net::buffer(kContinue), common::kAwait);
     ec = wec;
   }
   if (!ec) {
-    auto [rec, n] = co_await http::async_read(*stream_, buffer_, parser, kUseTuple);
+    auto [rec, n] = co_await http::async_read(*stream_, buffer_, parser, common::kAwait);
     ec = rec;
   }
   bool fired = watchdog_.expired();
@@ -383,7 +383,7 @@ net::awaitable<void> Session::LingeringClose() {
   size_t total = 0;
   char sink[4096];
   while (total < kLingerMaxBytes) {
-    auto [rec, n] = co_await stream_->async_read_tcp(net::buffer(sink), kUseTuple);
+    auto [rec, n] = co_await stream_->async_read_tcp(net::buffer(sink), common::kAwait);
     if (rec) break;
     total += n;
   }
@@ -424,7 +424,7 @@ net::awaitable<void> Session::Run(common::PooledPtr<Session> self, bool resumed)
       if (!BeginIdle(first)) break;
       if (buffer_.size() == 0) {
         auto [ec, n] =
-            co_await stream_->async_read_some(net::buffer(first_read_->bytes), kUseTuple);
+            co_await stream_->async_read_some(net::buffer(first_read_->bytes), common::kAwait);
         if (ec == net::error::operation_aborted && park_ && !closed_) {
           Park(std::move(self));  // this frame goes; the parked read calls Run again
           co_return;
@@ -450,7 +450,7 @@ net::awaitable<void> Session::Run(common::PooledPtr<Session> self, bool resumed)
     // cost a system call. While other requests keep the worker busy, let
     // their handlers run first; by then the next request is usually there.
     if (worker_.requests_in_progress() > 0 && buffer_.size() == 0 && !stream_->is_tls())
-      co_await net::post(net::use_awaitable);  // to this coroutine's executor
+      co_await net::post(common::kAwait);  // to this coroutine's executor
   }
   if (closed_) co_return;
   if (served == Served::kLinger) {
@@ -488,7 +488,7 @@ net::awaitable<bool> Session::Open() {
 
 net::awaitable<void> Session::ShutdownTls() {
   Guard(kTlsShutdownTimeout);
-  co_await stream_->tls().async_shutdown(kUseTuple);
+  co_await stream_->tls().async_shutdown(common::kAwaitInFrame);
   watchdog_.Disarm();
 }
 

@@ -28,6 +28,7 @@
 #include <span>
 #include <utility>
 
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
@@ -131,11 +132,7 @@ class Stream {
   /// async_read_some.
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_raw(const MutableBufferSequence& buffers, ReadToken&& token) {
-#ifdef GEOGATE_TEST_TRANSPORT
-    if (test_) return test_->async_read_some(buffers, std::forward<ReadToken>(token));
-#endif
-    if (tls_) return tls_->async_read_some(buffers, std::forward<ReadToken>(token));
-    return plain_->async_read_some(buffers, std::forward<ReadToken>(token));
+    return async_read_some(buffers, std::forward<ReadToken>(token));
   }
 
   /// One read from the TCP socket under any TLS: a PROXY header before the
@@ -143,10 +140,14 @@ class Stream {
   /// reads its stream.
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_tcp(const MutableBufferSequence& buffers, ReadToken&& token) {
+    return net::async_initiate<ReadToken, void(boost::system::error_code, size_t)>(
+        [this](auto handler, const MutableBufferSequence& b) {
 #ifdef GEOGATE_TEST_TRANSPORT
-    if (test_) return test_->async_read_some(buffers, std::forward<ReadToken>(token));
+          if (test_) return test_->async_read_some(b, std::move(handler));
 #endif
-    return lowest().async_read_some(buffers, std::forward<ReadToken>(token));
+          lowest().async_read_some(b, std::move(handler));
+        },
+        token, buffers);
   }
 
   /// Waits for the peer to send or close without consuming a byte: a
@@ -229,22 +230,33 @@ class Stream {
     return 0;
   }
 
+  /// The stream's reads and writes, for any completion token: the kind is
+  /// chosen when the operation starts, so a deferred operation
+  /// (common::kAwait) has one type whatever the kind.
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
+    return net::async_initiate<ReadToken, void(boost::system::error_code, size_t)>(
+        [this](auto handler, const MutableBufferSequence& b) {
 #ifdef GEOGATE_TEST_TRANSPORT
-    if (test_) return test_->async_read_some(buffers, std::forward<ReadToken>(token));
+          if (test_) return test_->async_read_some(b, std::move(handler));
 #endif
-    if (tls_) return tls_->async_read_some(buffers, std::forward<ReadToken>(token));
-    return plain_->async_read_some(buffers, std::forward<ReadToken>(token));
+          if (tls_) return tls_->async_read_some(b, std::move(handler));
+          plain_->async_read_some(b, std::move(handler));
+        },
+        token, buffers);
   }
 
   template <class ConstBufferSequence, class WriteToken>
   auto async_write_some(const ConstBufferSequence& buffers, WriteToken&& token) {
+    return net::async_initiate<WriteToken, void(boost::system::error_code, size_t)>(
+        [this](auto handler, const ConstBufferSequence& b) {
 #ifdef GEOGATE_TEST_TRANSPORT
-    if (test_) return test_->async_write_some(buffers, std::forward<WriteToken>(token));
+          if (test_) return test_->async_write_some(b, std::move(handler));
 #endif
-    if (tls_) return tls_->async_write_some(buffers, std::forward<WriteToken>(token));
-    return plain_->async_write_some(buffers, std::forward<WriteToken>(token));
+          if (tls_) return tls_->async_write_some(b, std::move(handler));
+          plain_->async_write_some(b, std::move(handler));
+        },
+        token, buffers);
   }
 
  private:

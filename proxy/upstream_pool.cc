@@ -5,14 +5,15 @@
 #include <cerrno>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
 
 #include "absl/strings/string_view.h"
+#include "common/await.h"
 #include "proxy/watchdog.h"
 
 namespace geogate::proxy {
@@ -21,8 +22,6 @@ using health::FailureReason;
 using net::ip::tcp;
 
 namespace {
-
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
 // A pooled connection is reusable when reading from it would block: no EOF
 // from the backend and no unsolicited bytes.
@@ -158,7 +157,7 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
   conn->key = backend.state_key();
   Watchdog watchdog(timers_, time_);
   watchdog.Guard(&conn->stream, deadline);
-  auto [cec, ep] = co_await net::async_connect(conn->stream.lowest(), endpoints, kUseTuple);
+  auto [cec, ep] = co_await net::async_connect(conn->stream.lowest(), endpoints, common::kAwait);
   if (cec && watchdog.expired()) cec = beast::error::timeout;
   if (cec) {
     result.failure = ClassifyConnectError(cec);
@@ -178,7 +177,8 @@ net::awaitable<ConnectResult> UpstreamPool::Connect(const config::Backend& backe
     SSL_set_tlsext_host_name(ssl_stream.native_handle(), backend.host.c_str());
   if (backend.tls_verify)
     ssl_stream.set_verify_callback(net::ssl::host_name_verification(backend.host));
-  auto [hec] = co_await ssl_stream.async_handshake(net::ssl::stream_base::client, kUseTuple);
+  auto [hec] =
+      co_await ssl_stream.async_handshake(net::ssl::stream_base::client, common::kAwaitInFrame);
   if (hec && watchdog.expired()) hec = beast::error::timeout;
   if (hec) {
     result.failure =

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 
-#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
+
+#include "common/await.h"
 
 namespace geogate::proxy {
 
@@ -132,7 +133,7 @@ net::awaitable<std::pair<error_code, UpstreamResolver::Endpoints>> UpstreamResol
     w.signal.cancel();
   });
   timer->enable(std::chrono::ceil<health::Millis>(deadline - now));
-  co_await w.signal.async_wait(net::as_tuple(net::use_awaitable));
+  co_await w.signal.async_wait(common::kAwait);
   if (abandoned_) co_return Result{net::error::operation_aborted, {}};
   if (!e->endpoints.empty() && time_.monotonic() - e->answered_at < kMaxStale)
     co_return Result{{}, e->endpoints};

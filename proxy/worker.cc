@@ -1,14 +1,15 @@
 #include "proxy/worker.h"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <random>
 
 #include "absl/container/inlined_vector.h"
+#include "common/await.h"
 #include "common/log.h"
 #include "common/splitmix64.h"
 #include "proxy/connection_limits.h"
@@ -17,7 +18,6 @@
 namespace geogate::proxy {
 
 namespace {
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr auto kHousekeepingInterval = std::chrono::milliseconds(100);
 // Refused connections are answered 503 while at most this many are being
 // answered on a worker; beyond it (a flood) they are closed at once, so
@@ -178,13 +178,13 @@ net::awaitable<void> Worker::AcceptLoop(size_t index) {
   net::steady_timer backoff(*ioc_);
   net::ip::tcp::endpoint peer;  // from accept4 itself: no getpeername per connection
   while (acceptor.is_open()) {
-    auto [ec, socket] = co_await acceptor.async_accept(peer, kUseTuple);
+    auto [ec, socket] = co_await acceptor.async_accept(peer, common::kAwait);
     if (ec) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) break;
       // Out of file descriptors or similar: back off briefly, keep serving.
       common::LogWarn("accept", ec.message());
       backoff.expires_after(std::chrono::milliseconds(10));
-      co_await backoff.async_wait(kUseTuple);
+      co_await backoff.async_wait(common::kAwait);
       continue;
     }
     const auto& limits = (*runtime_.held())->config->gateway.limits;

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -18,6 +18,7 @@
 #include <boost/json/value_from.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/await.h"
 #include "common/json.h"
 #include "proxy/openai_error.h"
 #include "server/server.h"
@@ -30,7 +31,6 @@ using net::ip::tcp;
 
 namespace {
 
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr auto kAdminTimeout = std::chrono::seconds(30);
 
 constexpr size_t kAdminHeaderLimit = 16 * 1024;
@@ -65,7 +65,7 @@ net::awaitable<void> Refuse(beast::tcp_stream& stream, proxy::ErrorKind kind, st
   res.keep_alive(false);
   res.prepare_payload();
   stream.expires_after(kAdminTimeout);
-  auto [wec, wn] = co_await http::async_write(stream, res, kUseTuple);
+  auto [wec, wn] = co_await http::async_write(stream, res, common::kAwait);
   if (wec) co_return;
   // Stop sending, and drain what the client still sends for a moment, so
   // its TCP stack does not answer our close with a reset that discards the
@@ -75,7 +75,7 @@ net::awaitable<void> Refuse(beast::tcp_stream& stream, proxy::ErrorKind kind, st
   stream.expires_after(kLingerTimeout);
   char sink[4096];
   for (size_t total = 0; total < kLingerMaxBytes;) {
-    auto [rec, rn] = co_await stream.async_read_some(net::buffer(sink), kUseTuple);
+    auto [rec, rn] = co_await stream.async_read_some(net::buffer(sink), common::kAwait);
     if (rec) break;
     total += rn;
   }
@@ -107,7 +107,7 @@ void AdminServer::Stop() {
 
 net::awaitable<void> AdminServer::AcceptLoop() {
   while (acceptor_.is_open()) {
-    auto [ec, socket] = co_await acceptor_.async_accept(kUseTuple);
+    auto [ec, socket] = co_await acceptor_.async_accept(common::kAwait);
     if (ec) {
       if (!acceptor_.is_open()) break;
       continue;
@@ -127,7 +127,7 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
     // Head, then body, as the data plane reads them: the framing is checked
     // before any body byte is taken, and a request that cannot be read gets
     // the data plane's error instead of a silent close.
-    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
+    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, common::kAwait);
     if (!ec && parser.get().count(http::field::transfer_encoding) != 0 && !parser.chunked()) {
       // RFC 9112 6.1: no determinable length, a smuggling shape.
       co_await Refuse(stream, proxy::ErrorKind::kBadRequest,
@@ -135,7 +135,7 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
       co_return;
     }
     if (!ec && !parser.is_done()) {
-      auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kUseTuple);
+      auto [bec, bn] = co_await http::async_read(stream, buffer, parser, common::kAwait);
       ec = bec;
     }
     if (ec) {
@@ -212,7 +212,7 @@ net::awaitable<void> AdminServer::Serve(tcp::socket socket) {
     res.keep_alive(req.keep_alive());
     res.prepare_payload();
     if (head) res.body().clear();  // Content-Length stays the body's
-    auto [wec, wn] = co_await http::async_write(stream, res, kUseTuple);
+    auto [wec, wn] = co_await http::async_write(stream, res, common::kAwait);
     if (wec || !req.keep_alive()) break;
   }
   boost::system::error_code ec;

@@ -6,13 +6,13 @@
 #include <optional>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
@@ -20,6 +20,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "common/await.h"
 #include "common/bounded_resolver.h"
 #include "common/log.h"
 
@@ -33,7 +34,6 @@ using Clock = std::chrono::steady_clock;
 using boost::system::error_code;
 
 namespace {
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr size_t kResponseLimit = 64 * 1024;  // a collector's answer is small; more is not read
 
 using Request = http::request<http::string_body>;
@@ -43,9 +43,9 @@ using ResponseParser = http::response_parser<http::string_body>;
 template <class Stream>
 net::awaitable<error_code> Exchange(Stream& s, beast::flat_buffer& buffer, Request& req,
                                     ResponseParser& parser) {
-  auto [wec, wn] = co_await http::async_write(s, req, kUseTuple);
+  auto [wec, wn] = co_await http::async_write(s, req, common::kAwait);
   if (wec) co_return wec;
-  auto [rec, rn] = co_await http::async_read(s, buffer, parser, kUseTuple);
+  auto [rec, rn] = co_await http::async_read(s, buffer, parser, common::kAwait);
   co_return rec;
 }
 
@@ -200,7 +200,7 @@ net::awaitable<void> OtlpExporter::Loop(std::shared_ptr<State> st) {
         break;
       }
       st->timer.expires_after(st->options.poll);
-      co_await st->timer.async_wait(kUseTuple);
+      co_await st->timer.async_wait(common::kAwait);
       continue;
     }
     size_t n = batch.size();
@@ -251,7 +251,7 @@ net::awaitable<std::string> OtlpExporter::Connect(std::shared_ptr<State> st, con
   conn->tcp().expires_at(end);
   st->conn = std::move(conn);  // from here Abort() can end the connect
   Conn& c = *st->conn;
-  auto [cec, ep] = co_await c.tcp().async_connect(endpoints, kUseTuple);
+  auto [cec, ep] = co_await c.tcp().async_connect(endpoints, common::kAwaitInFrame);
   if (cec) {
     st->conn.reset();
     co_return "connect to " + HostField(o) + ": " + cec.message();
@@ -262,7 +262,8 @@ net::awaitable<std::string> OtlpExporter::Connect(std::shared_ptr<State> st, con
     if (addr_ec)  // SNI only for names, never for IP literals (RFC 6066 §3)
       SSL_set_tlsext_host_name(c.tls->native_handle(), o.host.c_str());
     c.tls->set_verify_callback(net::ssl::host_name_verification(o.host));
-    auto [hec] = co_await c.tls->async_handshake(net::ssl::stream_base::client, kUseTuple);
+    auto [hec] =
+        co_await c.tls->async_handshake(net::ssl::stream_base::client, common::kAwaitInFrame);
     if (hec) {
       st->conn.reset();
       co_return "TLS handshake with " + HostField(o) + ": " + hec.message();

@@ -10,6 +10,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/await.h"
+
 // Coroutine frames come from operator new at their own size, not from
 // Asio's per-thread recycling cache (BOOST_ASIO_DISABLE_AWAITABLE_FRAME_
 // RECYCLING, top-level CMakeLists.txt). That cache is first fit: an open
@@ -71,6 +73,8 @@ namespace {
 
 namespace net = boost::asio;
 
+namespace common = geogate::common;
+
 net::awaitable<int> Inner(int x) {
   co_await net::post(co_await net::this_coro::executor, net::use_awaitable);
   co_return x + 1;
@@ -89,6 +93,7 @@ TEST_CASE("coroutine frames: each frame is its own operator-new allocation", "[c
           sum += co_await Inner(i);
       },
       net::detached);
+  news = 0;
   counting = true;
   ioc.run();
   counting = false;
@@ -96,4 +101,37 @@ TEST_CASE("coroutine frames: each frame is its own operator-new allocation", "[c
   // One frame per call of Inner at least (Asio allocates more of its own);
   // through Asio's cache, none.
   CHECK(news >= static_cast<std::size_t>(kCalls));
+}
+
+// An operation awaited with common::kAwait (as_tuple(deferred)) runs in the
+// awaiting coroutine's frame; with use_awaitable (kAwaitInFrame) each one
+// is a coroutine of its own, a frame from operator new. The handlers' own
+// state comes from Asio's recycling allocator, so after the first post,
+// which fills its cache, the kAwait loop allocates nothing.
+template <const auto& kToken>
+std::size_t CountNewsAwaiting(int calls) {
+  net::io_context ioc;
+  int done = 0;
+  net::co_spawn(
+      ioc,
+      [&done, calls]() -> net::awaitable<void> {
+        auto executor = co_await net::this_coro::executor;
+        for (int i = 0; i < calls; ++i) {
+          co_await net::post(executor, kToken);
+          ++done;
+        }
+      },
+      net::detached);
+  news = 0;
+  counting = true;
+  ioc.run();
+  counting = false;
+  CHECK(done == calls);
+  return news;
+}
+
+TEST_CASE("coroutine frames: an operation awaited with kAwait has none", "[coroutine_frames]") {
+  constexpr int kCalls = 100;
+  CHECK(CountNewsAwaiting<common::kAwait>(kCalls) < static_cast<std::size_t>(kCalls / 10));
+  CHECK(CountNewsAwaiting<common::kAwaitInFrame>(kCalls) >= static_cast<std::size_t>(kCalls));
 }
