@@ -1,6 +1,5 @@
 #include "common/bounded_resolver.h"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>

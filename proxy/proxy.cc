@@ -6,7 +6,6 @@
 #include <span>
 #include <utility>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
@@ -318,7 +317,7 @@ class ProxyCall {
   /// executor that runs the completion.
   template <class Token>
   static auto ReadUpstream(UpstreamConn& conn, Token token, size_t bytes = kUpstreamReadBytes) {
-    return conn.stream.async_read_raw(conn.buffer.prepare(bytes), std::move(token));
+    return conn.stream.async_read_some(conn.buffer.prepare(bytes), std::move(token));
   }
   static boost::system::error_code TakeUpstreamRead(UpstreamConn& conn,
                                                     UpstreamResponseParser& parser,

@@ -128,13 +128,6 @@ class Stream {
     lowest().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   }
 
-  /// One read straight from the socket (TLS: the TLS stream), as
-  /// async_read_some.
-  template <class MutableBufferSequence, class ReadToken>
-  auto async_read_raw(const MutableBufferSequence& buffers, ReadToken&& token) {
-    return async_read_some(buffers, std::forward<ReadToken>(token));
-  }
-
   /// One read from the TCP socket under any TLS: a PROXY header before the
   /// handshake, or what a closing connection still sends. The test kind
   /// reads its stream.
@@ -230,9 +223,10 @@ class Stream {
     return 0;
   }
 
-  /// The stream's reads and writes, for any completion token: the kind is
-  /// chosen when the operation starts, so a deferred operation
-  /// (common::kAwait) has one type whatever the kind.
+  /// One read or write of the connection (TLS: through the TLS stream),
+  /// for any completion token: the kind is chosen when the operation
+  /// starts, so a deferred operation (common::kAwait) has one type whatever
+  /// the kind.
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
     return net::async_initiate<ReadToken, void(boost::system::error_code, size_t)>(
