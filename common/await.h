@@ -1,5 +1,5 @@
-// How the data plane awaits an Asio operation inside a net::awaitable
-// coroutine: `co_await op(..., common::kAwait)` gives the operation's
+// How geogate's coroutines (the data plane, admin, health probes, OTLP
+// export) await an Asio operation: `co_await op(..., common::kAwait)` gives the operation's
 // results as a tuple, (error_code, ...), and never throws.
 //
 // The token is as_tuple(deferred), not as_tuple(use_awaitable). With

@@ -75,6 +75,15 @@ namespace net = boost::asio;
 
 namespace common = geogate::common;
 
+// Runs `ioc` and returns the operator-new calls it made.
+std::size_t CountNews(net::io_context& ioc) {
+  news = 0;
+  counting = true;
+  ioc.run();
+  counting = false;
+  return news;
+}
+
 net::awaitable<int> Inner(int x) {
   co_await net::post(co_await net::this_coro::executor, net::use_awaitable);
   co_return x + 1;
@@ -93,14 +102,11 @@ TEST_CASE("coroutine frames: each frame is its own operator-new allocation", "[c
           sum += co_await Inner(i);
       },
       net::detached);
-  news = 0;
-  counting = true;
-  ioc.run();
-  counting = false;
+  std::size_t calls = CountNews(ioc);
   CHECK(sum == kCalls * (kCalls + 1) / 2);
   // One frame per call of Inner at least (Asio allocates more of its own);
   // through Asio's cache, none.
-  CHECK(news >= static_cast<std::size_t>(kCalls));
+  CHECK(calls >= static_cast<std::size_t>(kCalls));
 }
 
 // An operation awaited with common::kAwait (as_tuple(deferred)) runs in the
@@ -122,12 +128,9 @@ std::size_t CountNewsAwaiting(int calls) {
         }
       },
       net::detached);
-  news = 0;
-  counting = true;
-  ioc.run();
-  counting = false;
+  std::size_t allocated = CountNews(ioc);
   CHECK(done == calls);
-  return news;
+  return allocated;
 }
 
 TEST_CASE("coroutine frames: an operation awaited with kAwait has none", "[coroutine_frames]") {
