@@ -1,7 +1,5 @@
 #include "proxy/sse_observer.h"
 
-#include "proxy/sse_scan.h"
-
 namespace geogate::proxy {
 
 namespace {
@@ -165,7 +163,7 @@ bool SseObserver::OnEvent(std::string_view event, Clock::time_point now, size_t 
     OnResponsesEvent(event, data, now);
     return true;
   }
-  SseEventKeys keys = FindSseEventKeys(data);
+  SseEventKeys keys = key_scanner_.Find(data);
   bool usage_only = false;
   if (keys.usage) {
     bool before = usage_seen_;

@@ -38,6 +38,7 @@
 
 #include "common/block_cache.h"
 #include "proxy/json_members.h"
+#include "proxy/sse_scan.h"
 
 namespace geogate::proxy {
 
@@ -158,6 +159,7 @@ class SseObserver {
   Clock::time_point last_event_{};
   std::array<double, kGapBatch> gaps_;
   size_t gap_count_ = 0;
+  SseKeyScanner key_scanner_;  // chat events' keys
   GapSink gap_sink_;
 };
 

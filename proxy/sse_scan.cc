@@ -1,5 +1,6 @@
 #include "proxy/sse_scan.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -92,12 +93,21 @@ size_t SseEventEnd(std::string_view buf, size_t pos) {
   return SseEventEnd(buf, pos, line_end);
 }
 
-SseEventKeys FindSseEventKeys(std::string_view data) {
+namespace {
+
+// FindSseEventKeys from `from`, with no key starting before it. `first`:
+// where the first quote that may start a key is (data.size() if none); no
+// key starts before it.
+SseEventKeys FindKeysFrom(std::string_view data, size_t from, size_t& first) {
   SseEventKeys k;
   const char* p = data.data();
   size_t n = data.size();
-  size_t i = 0;
-  auto key_at = [&](size_t quote) { KeyAt(std::string_view(p + quote + 1, n - quote - 1), k); };
+  size_t i = from;
+  first = n;
+  auto key_at = [&](size_t quote) {
+    first = std::min(first, quote);
+    KeyAt(std::string_view(p + quote + 1, n - quote - 1), k);
+  };
 #if defined(__SSE2__)
   // Sixteen bytes at a time, looking only at quotes followed by one of the
   // keys' first two letters ("us", "co", "te", "re", "ar"): in a chat chunk
@@ -130,6 +140,26 @@ SseEventKeys FindSseEventKeys(std::string_view data) {
     if (p[i] == '"') key_at(i);
   // Only the usage chunk's shape needs it: looked for once per stream.
   if (k.usage) k.empty_choices = data.find("\"choices\":[]") != std::string_view::npos;
+  return k;
+}
+
+}  // namespace
+
+SseEventKeys FindSseEventKeys(std::string_view data) {
+  size_t first;
+  return FindKeysFrom(data, 0, first);
+}
+
+SseEventKeys SseKeyScanner::Find(std::string_view data) {
+  // The bytes both events have: where they are equal, no key starts at p
+  // with p + 2 < same (its quote and two letters are the last event's).
+  size_t same = std::min<size_t>(prefix_size_, data.size());
+  if (same != 0 && std::memcmp(data.data(), prefix_.data(), same) != 0) same = 0;
+  size_t first;
+  SseEventKeys k = FindKeysFrom(data, same >= 2 ? same - 2 : 0, first);
+  size_t keep = std::min(first, kPrefixBytes);
+  if (keep > same) std::memcpy(prefix_.data() + same, data.data() + same, keep - same);
+  prefix_size_ = static_cast<uint8_t>(keep);
   return k;
 }
 

@@ -5,7 +5,9 @@
 // the event's JSON, each a memchr per quote, 37 %).
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace geogate::proxy {
@@ -35,5 +37,24 @@ struct SseEventKeys {
   bool empty_choices = false;  // "choices":[] (only when usage)
 };
 SseEventKeys FindSseEventKeys(std::string_view data);
+
+/// FindSseEventKeys over the events of one stream, one after another, with
+/// the same answers. A stream's chunks start alike (id, object, created,
+/// model, up to the delta: about 125 of a 177-byte chat chunk), so the
+/// bytes before the first place a key could start in the previous event
+/// are compared with that event's (one memcmp) instead of scanned: equal
+/// bytes hold no key either. Holds up to kPrefixBytes of one event.
+class SseKeyScanner {
+ public:
+  static constexpr size_t kPrefixBytes = 192;
+  SseEventKeys Find(std::string_view data);
+
+ private:
+  // The start of the last event scanned, up to where a key could start in
+  // it (a quote and the first two letters of a key): no key starts at any
+  // p with p + 2 < prefix_size_ in these bytes.
+  std::array<char, kPrefixBytes> prefix_;
+  uint8_t prefix_size_ = 0;
+};
 
 }  // namespace geogate::proxy

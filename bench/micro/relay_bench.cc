@@ -142,6 +142,24 @@ void BM_FindKeys(benchmark::State& state) {
 }
 BENCHMARK(BM_FindKeys);
 
+// The events of one stream through one SseKeyScanner (the observer's way):
+// each chunk's start is compared with the last one's, not scanned.
+void BM_FindKeysStream(benchmark::State& state) {
+  std::vector<std::string> events;
+  for (int i = 0; i < 64; ++i)
+    events.push_back(Event(i, state.range(0) != 0).substr(6));  // minus "data: "
+  geogate::proxy::SseKeyScanner scanner;
+  size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const std::string& data = events[i++ % events.size()];
+    bytes += data.size();
+    benchmark::DoNotOptimize(scanner.Find(data));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.SetLabel(state.range(0) != 0 ? "usage:null" : "");
+}
+BENCHMARK(BM_FindKeysStream)->Arg(0)->Arg(1);
+
 // geogate-responder's `--answer stream --tokens 64` body: chunked, one
 // chunk per event (64 tokens, the finish, usage, [DONE]), the last chunk.
 std::string BurstBody() {

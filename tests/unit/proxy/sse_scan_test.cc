@@ -162,3 +162,49 @@ TEST_CASE("SSE event keys: the same as searching for each text", "[sse]") {
       same(std::string_view(s).substr(from));  // every alignment of the words
   }
 }
+
+TEST_CASE("SSE event keys of a stream: the same as searching each event whole", "[sse]") {
+  // A stream's events start alike and then differ; sometimes the start
+  // changes (the first chunk's role, the finish and usage chunks), a byte
+  // of it changes, or an event is shorter than the start the scanner holds.
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int> change(0, 9);
+  for (int stream = 0; stream < 4000; ++stream) {
+    geogate::proxy::SseKeyScanner scanner;
+    std::string start = RandomText(rng);
+    if (change(rng) == 0) start += std::string(200, 'x');  // longer than it holds
+    for (int event = 0; event < 24; ++event) {
+      std::string d = start + RandomText(rng);
+      switch (change(rng)) {
+        case 0:
+          start = RandomText(rng);
+          break;
+        case 1:
+          if (!d.empty()) d[std::uniform_int_distribution<size_t>(0, d.size() - 1)(rng)] = '"';
+          break;
+        case 2:
+          d.resize(std::uniform_int_distribution<size_t>(0, d.size())(rng));
+          break;
+        default:
+          break;
+      }
+      INFO("stream " << stream << " event " << event << " data: " << d);
+      SseEventKeys a = scanner.Find(d), b = KeysByFind(d);
+      REQUIRE(a.usage == b.usage);
+      REQUIRE(a.content == b.content);
+      REQUIRE(a.empty_choices == b.empty_choices);
+    }
+  }
+  // A chat stream as vLLM sends it: the keys of every chunk.
+  geogate::proxy::SseKeyScanner scanner;
+  const std::string head =
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{)";
+  CHECK(scanner.Find(head + R"("role":"assistant","content":"a"}}]})").content);
+  CHECK(scanner.Find(head + R"("content":"b"}}]})").content);
+  CHECK(scanner.Find(head + R"("content":"c"}}]})").content);
+  SseEventKeys k = scanner.Find(head + R"(},"finish_reason":"stop"}]})");
+  CHECK((!k.content && !k.usage));
+  k = scanner.Find(
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1}})");
+  CHECK((!k.content && k.usage && k.empty_choices));
+}
