@@ -16,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -34,6 +33,7 @@
 
 #include "bench/gpusim/options.h"
 #include "bench/gpusim/responses.h"
+#include "common/await.h"
 
 namespace {
 
@@ -42,7 +42,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
-constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+using geogate::common::kAwait;
 using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
 enum class Kind { kJson, kStream, kEvents };
@@ -220,7 +220,7 @@ Clock::time_point next_tick(const Shared& s, Clock::time_point after) {
 }
 
 asio::awaitable<bool> write(tcp::socket& socket, const std::string& bytes) {
-  auto [ec, n] = co_await asio::async_write(socket, asio::buffer(bytes), kNoThrow);
+  auto [ec, n] = co_await asio::async_write(socket, asio::buffer(bytes), kAwait);
   co_return !ec;
 }
 
@@ -232,7 +232,7 @@ asio::awaitable<bool> write_events(tcp::socket& socket, const Shared& s, bool ke
     if (s.config.step_ms > 0) {
       tick = next_tick(s, tick);
       timer.expires_at(tick);
-      auto [ec] = co_await timer.async_wait(kNoThrow);
+      auto [ec] = co_await timer.async_wait(kAwait);
       if (ec) co_return false;
     }
     if (!co_await write(socket, event)) co_return false;
@@ -284,7 +284,7 @@ asio::awaitable<void> serve(tcp::socket socket, const Shared& s) {
   for (;;) {
     RequestSkimmer req;
     req.body_limit(1 << 20);
-    auto [ec, n] = co_await http::async_read(socket, buffer, req, kNoThrow);
+    auto [ec, n] = co_await http::async_read(socket, buffer, req, kAwait);
     if (ec) break;
     if (req.version() != 11) {
       co_await write(socket, s.answers.version_not_supported);
@@ -306,7 +306,7 @@ asio::awaitable<void> serve(tcp::socket socket, const Shared& s) {
 
 asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, const Shared& s) {
   for (;;) {
-    auto [ec, socket] = co_await acceptor.async_accept(kNoThrow);
+    auto [ec, socket] = co_await acceptor.async_accept(kAwait);
     if (ec == asio::error::operation_aborted) co_return;
     if (ec) continue;  // e.g. EMFILE: try again on the next connection
     asio::co_spawn(acceptor.get_executor(), serve(std::move(socket), s), asio::detached);
