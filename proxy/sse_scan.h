@@ -53,7 +53,7 @@ class SseKeyScanner {
   // The start of the last event scanned, up to where a key could start in
   // it (a quote and the first two letters of a key): no key starts at any
   // p with p + 2 < prefix_size_ in these bytes.
-  std::array<char, kPrefixBytes> prefix_;
+  std::array<char, kPrefixBytes> prefix_{};
   uint8_t prefix_size_ = 0;
 };
 
