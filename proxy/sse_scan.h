@@ -55,6 +55,7 @@ class SseKeyScanner {
   // p with p + 2 < prefix_size_ in these bytes.
   std::array<char, kPrefixBytes> prefix_{};
   uint8_t prefix_size_ = 0;
+  static_assert(kPrefixBytes <= UINT8_MAX, "prefix_size_ counts it");
 };
 
 }  // namespace geogate::proxy
