@@ -2,7 +2,9 @@
 
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "observability/access_log.h"
@@ -39,6 +41,78 @@ TEST_CASE("histograms: many values of one series at once, as one at a time", "[m
   CHECK(b.sum == a.sum);
   CHECK(b.buckets == a.buckets);
   CHECK(all.values().size() == 1);
+}
+
+// The last series looked up is tried first (SeriesMap): whatever order the
+// labels come in, every value lands where a plain map of the label texts
+// puts it.
+TEST_CASE("counters: every add lands under its labels, as a plain map counts", "[metrics]") {
+  std::mt19937 rng(20261207);
+  // Few texts, so the same labels often come twice in a row; two of them
+  // of one length, so only their bytes tell them apart.
+  const std::vector<std::string> texts = {"a", "b", "eu-west", "us-east", "", "long-backend-name"};
+  CounterVec<3> c;
+  std::map<std::array<std::string, 3>, double> want;
+  for (int i = 0; i < 20000; ++i) {
+    std::array<std::string, 3> l;
+    for (auto& x : l)
+      x = texts[rng() % (rng() % 4 == 0 ? texts.size() : 2)];
+    c.Add({l[0], l[1], l[2]}, i % 7);
+    want[l] += i % 7;
+  }
+  REQUIRE(c.values().size() == want.size());
+  for (const auto& [l, v] : want)
+    CHECK(c.values().find(LabelView<3>{l[0], l[1], l[2]})->second == v);
+}
+
+TEST_CASE("counters: a label's bytes, not its address, choose the series", "[metrics]") {
+  // As after a reload: the old config's label strings are freed and a new
+  // one takes the same address, with the same length and other text.
+  CounterVec<2> c;
+  char backend[] = "gpu-a";
+  c.Add({backend, "200"});
+  backend[4] = 'b';  // same address, same size, other label
+  c.Add({backend, "200"}, 2);
+  CHECK(c.values().find(LabelView<2>{"gpu-a", "200"})->second == 1);
+  CHECK(c.values().find(LabelView<2>{"gpu-b", "200"})->second == 2);
+}
+
+TEST_CASE("counters and histograms: the last series survives inserts and copies", "[metrics]") {
+  CounterVec<1> c;
+  c.Add({"first"});
+  // Enough new series to rehash the map (entries move) between two adds
+  // of the same labels.
+  for (int i = 0; i < 300; ++i) {
+    c.Add({"first"});
+    c.Add({std::to_string(i)});
+  }
+  c.Add({"first"});
+  CHECK(c.values().find(LabelView<1>{"first"})->second == 302);
+  CHECK(c.values().size() == 301);
+
+  // A copy counts into its own map, not the original's last series.
+  CounterVec<1> copy = c;
+  copy.Add({"first"});
+  c.Add({"first"});
+  CounterVec<1> assigned;
+  assigned.Add({"first"});  // its own last series, before the assignment
+  assigned = copy;
+  assigned.Add({"first"}, 10);
+  CHECK(c.values().find(LabelView<1>{"first"})->second == 303);
+  CHECK(copy.values().find(LabelView<1>{"first"})->second == 303);
+  CHECK(assigned.values().find(LabelView<1>{"first"})->second == 313);
+
+  // A merge adds series to the target: its last series then is one of them.
+  HistogramVec<1> a(LatencyBuckets()), m(LatencyBuckets());
+  m.Observe({"x"}, 1);
+  for (int i = 0; i < 100; ++i)
+    a.Observe({std::to_string(i)}, 0.001);
+  a.MergeInto(m);
+  m.Observe({"x"}, 1);
+  a.MergeInto(m);
+  CHECK(m.values().find(LabelView<1>{"x"})->second.count == 2);
+  CHECK(m.values().find(LabelView<1>{"99"})->second.count == 2);
+  CHECK(m.values().size() == 101);
 }
 
 TEST_CASE("Prometheus text: families, escaping, cumulative buckets", "[metrics]") {
