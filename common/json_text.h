@@ -1,7 +1,8 @@
-// JSON string literals written straight into a buffer: the escaper of the
-// one hand-written JSON writer, the access log's (observability/
-// access_log.cc), which is on the request path. Every other JSON text goes
-// through Boost.JSON (common/json.h).
+// JSON string literals and fixed-point numbers written straight into a
+// buffer: the escaper and number writer of the one hand-written JSON
+// writer, the access log's (observability/access_log.cc), which is on the
+// request path; the number writer also serves the routing decision's
+// reason text. Every other JSON text goes through Boost.JSON (common/json.h).
 #pragma once
 
 #include <cstddef>
@@ -19,5 +20,12 @@ constexpr size_t JsonStringBound(std::string_view s) {
 /// Writes `s` as a JSON string literal (quotes included) at `dst`, which
 /// has room for JsonStringBound(s) bytes. @return the end of what it wrote.
 char* WriteJsonString(char* dst, std::string_view s);
+
+/// The most WriteFixed writes.
+inline constexpr size_t kFixedBytes = 64;
+
+/// Writes `v` with `digits` decimals (at most kFixedBytes), the text of
+/// printf's "%.<digits>f"; 0 when beyond 1e50. @return the end.
+char* WriteFixed(char* dst, double v, int digits);
 
 }  // namespace geogate::common

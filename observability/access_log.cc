@@ -7,7 +7,6 @@
 #include <cassert>
 #include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -20,8 +19,6 @@ namespace geogate::observability {
 namespace {
 
 constexpr size_t kMaxQueuedBytes = 64 * 1024 * 1024;
-
-constexpr int64_t kPowersOf10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
 
 }  // namespace
 
@@ -39,45 +36,6 @@ std::string_view RequestOutcomeName(RequestOutcome outcome) {
       return "client_closed";
   }
   return "completed";
-}
-
-// The exact decimal rounding std::to_chars does (which printf does), but
-// through one integer when that cannot differ from it: v * 10^digits is
-// within half an ulp of the exact product, so unless it lies that close to
-// a half its nearest integer is the exact one's. Otherwise, and for
-// negative, huge or non-finite values, to_chars itself (about 500
-// instructions a number: four of them were 5 % of a plain request's).
-char* WriteFixed(char* dst, double v, int digits) {
-  if (digits >= 0 && digits <= 8 && !std::signbit(v) && v < 1e9) {
-    const int64_t scale = kPowersOf10[digits];
-    double scaled = v * static_cast<double>(scale);
-    double whole = std::floor(scaled);
-    double frac = scaled - whole;
-    // 4 to 8 ulps of `scaled`; from 2^49 on that is half a unit or more,
-    // nothing passes, and such values go to to_chars.
-    double margin = std::max(scaled, 1.0) * 0x1p-50;
-    if (std::fabs(frac - 0.5) > margin) {
-      int64_t n = static_cast<int64_t>(whole) + (frac > 0.5 ? 1 : 0);
-      dst = std::to_chars(dst, dst + 20, n / scale).ptr;
-      if (digits > 0) {
-        *dst++ = '.';
-        int64_t f = n % scale;
-        for (int i = digits - 1; i >= 0; --i) {
-          dst[i] = static_cast<char>('0' + f % 10);
-          f /= 10;
-        }
-        dst += digits;
-      }
-      return dst;
-    }
-  }
-  constexpr size_t kRoom = 64;  // to_chars fails rather than overrun it
-  auto r = std::to_chars(dst, dst + kRoom, v, std::chars_format::fixed, digits);
-  if (r.ec != std::errc()) {  // beyond 1e50: not a duration or a price
-    *dst++ = '0';
-    return dst;
-  }
-  return r.ptr;
 }
 
 namespace {
@@ -112,7 +70,7 @@ class LineWriter {
   template <size_t N>
   void Fixed(const char (&key)[N], double v, int digits) {
     Text(key);
-    p_ = WriteFixed(p_, v, digits);
+    p_ = common::WriteFixed(p_, v, digits);
   }
   template <size_t N>
   void Bool(const char (&key)[N], bool v) {
@@ -160,6 +118,7 @@ class LineWriter {
 
   // Room for any number above (to_chars fails rather than overrun it).
   static constexpr size_t kNumberBytes = 64;
+  static_assert(kNumberBytes >= common::kFixedBytes);
   // Room for any timestamp: the cached text and ".mmmZ".
   static constexpr size_t kTimestampBytes = 48 + 4;
 

@@ -68,10 +68,6 @@ struct AccessRecord {
   double cost = 0;
 };
 
-/// Writes `v` with `digits` decimals (up to 64 bytes), the text of
-/// printf's "%.<digits>f"; 0 when beyond 1e50. @return the end.
-char* WriteFixed(char* dst, double v, int digits);
-
 /// Appends `r` as one JSON line (with the trailing newline) to `out`.
 void FormatAccessRecord(const AccessRecord& r, std::string& out);
 

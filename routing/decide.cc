@@ -1,10 +1,10 @@
 #include "routing/decide.h"
 
 #include <algorithm>
-#include <charconv>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "common/splitmix64.h"
 
 namespace geogate::routing {
@@ -106,9 +106,10 @@ size_t WeightedPick(const Candidate* c, size_t n, double u, size_t skip) {
 }
 
 void AppendMs(std::string& out, double ms) {
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, ms, std::chars_format::fixed, 1);
-  out.append(buf, ec == std::errc() ? end : buf);
+  // One decimal, printf's text (to_chars itself was a quarter of the
+  // reason's cost, about 280 instructions a number).
+  char buf[common::kFixedBytes];
+  out.append(buf, common::WriteFixed(buf, ms, 1));
   out += "ms";
 }
 

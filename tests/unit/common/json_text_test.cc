@@ -1,6 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <charconv>
+#include <cmath>
+#include <random>
 #include <string>
+#include <vector>
 
 #include <boost/json/parse.hpp>
 
@@ -94,4 +98,39 @@ TEST_CASE("JSON string escaping finds a special byte at any place in a word", "[
       }
     }
   }
+}
+
+TEST_CASE("fixed-point numbers are printf's text", "[json_text]") {
+  // WriteFixed takes an integer shortcut when it cannot round differently
+  // from std::to_chars (printf's "%.Nf"); compare them on values of every
+  // magnitude, on exact ties and next to them.
+  auto fixed = [](double v, int digits) {
+    char buf[80];
+    return std::string(buf, geogate::common::WriteFixed(buf, v, digits));
+  };
+  auto reference = [](double v, int digits) {
+    char buf[80];
+    auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, digits);
+    return std::string(buf, r.ptr);
+  };
+  std::mt19937_64 rng(20261201);
+  std::vector<double> values = {0.0,    -0.0,      0.5,          1.5,  2.5,      0.125, 0.0005,
+                                1.0005, 2.675,     1873.54321,   41.2, 999.9995, 1e-9,  123456789.5,
+                                9.5e8,  0.0292734, 0.0000202512, 1e12, -3.25};
+  for (int i = 0; i < 20000; ++i) {
+    double mag = std::pow(10.0, std::uniform_real_distribution<double>(-9, 10)(rng));
+    values.push_back(std::uniform_real_distribution<double>(0, mag)(rng));
+  }
+  for (int n = 0; n < 2000; ++n) {  // exact ties k/2^j and their neighbours
+    double tie = static_cast<double>(n) / 8 + 1.0 / 16;
+    values.push_back(tie);
+    values.push_back(std::nextafter(tie, 0.0));
+    values.push_back(std::nextafter(tie, 1e9));
+  }
+  for (double v : values)
+    for (int digits = 0; digits <= 8; ++digits) {
+      INFO(v << " with " << digits << " digits");
+      REQUIRE(fixed(v, digits) == reference(v, digits));
+    }
+  CHECK(fixed(1e70, 3) == "0");  // past what a duration or a price can be
 }

@@ -231,41 +231,6 @@ TEST_CASE("access log lines fit their bound with every member at its widest", "[
   }
 }
 
-TEST_CASE("access log fixed-point numbers are printf's text", "[accesslog]") {
-  // WriteFixed takes an integer shortcut when it cannot round differently
-  // from std::to_chars (printf's "%.Nf"); compare them on values of every
-  // magnitude, on exact ties and next to them.
-  auto fixed = [](double v, int digits) {
-    char buf[80];
-    return std::string(buf, WriteFixed(buf, v, digits));
-  };
-  auto reference = [](double v, int digits) {
-    char buf[80];
-    auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, digits);
-    return std::string(buf, r.ptr);
-  };
-  std::mt19937_64 rng(20261201);
-  std::vector<double> values = {0.0,    -0.0,      0.5,          1.5,  2.5,      0.125, 0.0005,
-                                1.0005, 2.675,     1873.54321,   41.2, 999.9995, 1e-9,  123456789.5,
-                                9.5e8,  0.0292734, 0.0000202512, 1e12, -3.25};
-  for (int i = 0; i < 20000; ++i) {
-    double mag = std::pow(10.0, std::uniform_real_distribution<double>(-9, 10)(rng));
-    values.push_back(std::uniform_real_distribution<double>(0, mag)(rng));
-  }
-  for (int n = 0; n < 2000; ++n) {  // exact ties k/2^j and their neighbours
-    double tie = static_cast<double>(n) / 8 + 1.0 / 16;
-    values.push_back(tie);
-    values.push_back(std::nextafter(tie, 0.0));
-    values.push_back(std::nextafter(tie, 1e9));
-  }
-  for (double v : values)
-    for (int digits = 0; digits <= 8; ++digits) {
-      INFO(v << " with " << digits << " digits");
-      REQUIRE(fixed(v, digits) == reference(v, digits));
-    }
-  CHECK(fixed(1e70, 3) == "0");  // past what a duration or a price can be
-}
-
 TEST_CASE("access log timestamps follow the clock across seconds and days", "[accesslog]") {
   // The seconds text is kept per thread for the current second: lines in
   // the same second, the next one, back in time and across a day must all
