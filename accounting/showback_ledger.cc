@@ -3,25 +3,20 @@
 #include <algorithm>
 #include <limits>
 
-#include "common/strings.h"
-
 namespace geogate::accounting {
 
-size_t ShowbackLedger::Hash::operator()(const KeyView& k) const {
-  return HashLabels(k.dims, static_cast<size_t>(k.minute_ms));
+void ShowbackLedger::Add(const ShowbackRecord& record) {
+  int64_t minute = MinuteOf(record.unix_ms);
+  auto [it, added] = minutes_.try_emplace(minute);
+  if (added) oldest_minute_ms_ = std::min(oldest_minute_ms_, minute);
+  it->second.FindOrAdd(DimsOf(record), [] { return ShowbackUsage{}; }).Add(record);
 }
 
-void ShowbackLedger::Add(const ShowbackRecord& record) {
-  KeyView key{MinuteOf(record.unix_ms), DimsOf(record)};
-  auto it = buckets_.find(key);
-  if (it == buckets_.end()) {
-    Key owned{key.minute_ms, {}};
-    for (size_t i = 0; i < kShowbackDims; ++i)
-      owned.dims[i] = std::string(key.dims[i]);
-    it = buckets_.emplace(std::move(owned), ShowbackUsage{}).first;
-    oldest_minute_ms_ = std::min(oldest_minute_ms_, key.minute_ms);
-  }
-  it->second.Add(record);
+size_t ShowbackLedger::size() const {
+  size_t n = 0;
+  for (const auto& [minute, buckets] : minutes_)
+    n += buckets.map().size();
+  return n;
 }
 
 std::vector<ShowbackBucket> ShowbackLedger::TakeClosed(int64_t now_unix_ms) {
@@ -37,16 +32,18 @@ std::vector<ShowbackBucket> ShowbackLedger::Take(int64_t closed_before_minute_ms
   std::vector<ShowbackBucket> out;
   if (oldest_minute_ms_ >= closed_before_minute_ms) return out;
   int64_t oldest_left = std::numeric_limits<int64_t>::max();
-  for (auto it = buckets_.begin(); it != buckets_.end();) {
-    if (it->first.minute_ms < closed_before_minute_ms) {
-      ShowbackBucket b;
-      b.minute_ms = it->first.minute_ms;
-      b.dims = it->first.dims;
-      b.usage = it->second;
-      out.push_back(std::move(b));
-      buckets_.erase(it++);
+  for (auto it = minutes_.begin(); it != minutes_.end();) {
+    if (it->first < closed_before_minute_ms) {
+      for (const auto& [dims, usage] : it->second.map()) {
+        ShowbackBucket b;
+        b.minute_ms = it->first;
+        b.dims = dims;
+        b.usage = usage;
+        out.push_back(std::move(b));
+      }
+      minutes_.erase(it++);
     } else {
-      oldest_left = std::min(oldest_left, it->first.minute_ms);
+      oldest_left = std::min(oldest_left, it->first);
       ++it;
     }
   }
@@ -61,14 +58,15 @@ std::vector<ShowbackBucket> ShowbackLedger::Take(int64_t closed_before_minute_ms
 
 std::vector<ShowbackBucket> ShowbackLedger::Snapshot() const {
   std::vector<ShowbackBucket> out;
-  out.reserve(buckets_.size());
-  for (const auto& [k, u] : buckets_) {
-    ShowbackBucket b;
-    b.minute_ms = k.minute_ms;
-    b.dims = k.dims;
-    b.usage = u;
-    out.push_back(std::move(b));
-  }
+  out.reserve(size());
+  for (const auto& [minute, buckets] : minutes_)
+    for (const auto& [dims, usage] : buckets.map()) {
+      ShowbackBucket b;
+      b.minute_ms = minute;
+      b.dims = dims;
+      b.usage = usage;
+      out.push_back(std::move(b));
+    }
   return out;
 }
 

@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "accounting/showback_record.h"
+#include "observability/metrics.h"
 
 namespace geogate::accounting {
 
@@ -30,38 +31,20 @@ class ShowbackLedger {
   /// Copies of the buckets still held (the current minute, usually).
   std::vector<ShowbackBucket> Snapshot() const;
 
-  size_t size() const { return buckets_.size(); }
-  bool empty() const { return buckets_.empty(); }
+  /// Buckets held (one per minute and key).
+  size_t size() const;
+  bool empty() const { return minutes_.empty(); }
 
  private:
-  struct KeyView {
-    int64_t minute_ms;
-    ShowbackDimsView dims;
-  };
-  struct Key {
-    int64_t minute_ms;
-    ShowbackDims dims;
-  };
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(const KeyView& k) const;
-    size_t operator()(const Key& k) const { return (*this)(KeyView{k.minute_ms, ViewOf(k.dims)}); }
-  };
-  struct Eq {
-    using is_transparent = void;
-    static KeyView V(const Key& k) { return {k.minute_ms, ViewOf(k.dims)}; }
-    static const KeyView& V(const KeyView& k) { return k; }
-    template <class A, class B>
-    bool operator()(const A& a, const B& b) const {
-      const KeyView& x = V(a);
-      const KeyView& y = V(b);
-      return x.minute_ms == y.minute_ms && x.dims == y.dims;
-    }
-  };
+  /// One minute's buckets by key. Its look-up tries the last two keys
+  /// before hashing (observability::SeriesMap): a worker's requests mostly
+  /// repeat the key of the one before, and hashing the seven key strings
+  /// was most of Add's cost.
+  using Minute = observability::SeriesMap<kShowbackDims, ShowbackUsage>;
 
   std::vector<ShowbackBucket> Take(int64_t closed_before_minute_ms);
 
-  absl::flat_hash_map<Key, ShowbackUsage, Hash, Eq> buckets_;
+  absl::flat_hash_map<int64_t, Minute> minutes_;
   /// The oldest minute held (INT64_MAX when empty): lets TakeClosed return at
   /// once in the 59 ticks a minute when nothing can have closed.
   int64_t oldest_minute_ms_ = INT64_MAX;

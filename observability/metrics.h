@@ -54,7 +54,8 @@ struct LabelEq {
 template <size_t N, class V>
 using LabelMap = absl::flat_hash_map<Labels<N>, V, LabelHash<N>, LabelEq<N>>;
 
-/// A metric family's series by label values, with the last two series
+/// A metric family's series by label values (and a showback minute's
+/// buckets by key, accounting/showback_ledger.h), with the last two
 /// looked up tried before any hashing: a worker counts most requests under
 /// the labels of the one before (its backend, model, tenant and code), or
 /// under two that alternate (the prompt's and the completion's tokens), and
