@@ -108,8 +108,9 @@ class SeriesMap {
   static bool SameLabels(const Labels<N>& a, const LabelView<N>& b) {
     for (size_t i = 0; i < N; ++i)
       if (a[i].size() != b[i].size()) return false;
+    // An empty view may have no data at all, which memcmp must not see.
     for (size_t i = 0; i < N; ++i)
-      if (std::memcmp(a[i].data(), b[i].data(), b[i].size()) != 0) return false;
+      if (!b[i].empty() && std::memcmp(a[i].data(), b[i].data(), b[i].size()) != 0) return false;
     return true;
   }
 
