@@ -162,9 +162,11 @@ class HistogramVec {
       Add(d, v);
   }
   void MergeInto(HistogramVec& out) const {
-    for (const auto& [k, d] : values()) {
+    for (const auto& entry : values()) {
+      // Not a structured binding: clang 14 (clang-tidy) lets no lambda capture one.
+      const HistogramData& d = entry.second;
       bool added = false;
-      HistogramData& o = out.values_.FindOrAdd(LabelHash<N>::View(k), [&] {
+      HistogramData& o = out.values_.FindOrAdd(LabelHash<N>::View(entry.first), [&] {
         added = true;
         return d;
       });
