@@ -199,6 +199,10 @@ struct CallFixture {
     ctx->model = *model;
     ctx->residency = routing::DecideResidency(ctx->cfg, routing::GeoInfo{}, nullptr, {});
     ctx->residency_decided = true;
+    if (client_ip) {  // as ResolveGeo leaves them
+      ctx->client_ip = *client_ip;
+      ctx->client_ip_text = client_ip->ToString();
+    }
     net::co_spawn(worker.ioc(),
                   ProxyRequest(*ctx, common::MakePooled<RequestBody>(std::move(*body))),
                   [this](std::exception_ptr e, bool keep) {
@@ -240,9 +244,26 @@ struct CallFixture {
   Request req;
   std::optional<RequestBody> body;
   std::optional<RequestContext> ctx;
+  /// The client's address as ResolveGeo found it, set before Start; by
+  /// default none was resolved.
+  std::optional<routing::IpAddr> client_ip;
   bool done = false;
   bool keep_alive = false;
 };
+
+/// The X-Forwarded-For field of what the gateway sent the backend first.
+std::string ForwardedFor(const CallFixture& f) {
+  REQUIRE_FALSE(f.connector.ends.empty());
+  std::string sent = f.connector.ends.front().remote->str();
+  std::string lower = sent;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  constexpr std::string_view kField = "\r\nx-forwarded-for: ";
+  size_t at = lower.find(kField);
+  if (at == std::string::npos) return {};
+  at += kField.size();
+  return sent.substr(at, sent.find("\r\n", at) - at);
+}
 
 }  // namespace
 
@@ -901,4 +922,26 @@ TEST_CASE("proxy call: a request queued past retry_deadline_ms still makes its f
   CHECK(f.ctx->attempts == 1);
   CHECK(f.ctx->status == 200);
   CHECK(f.connector.connects.size() == 1);
+}
+
+TEST_CASE("proxy call: X-Forwarded-For ends with the connection's own address", "[proxy_call]") {
+  // The peer is 127.0.0.1. Whether the client's address is the peer's (its
+  // text reused) or one a trusted proxy named (the peer's written anew),
+  // the backend learns who connected.
+  std::optional<routing::IpAddr> client =
+      GENERATE(std::optional<routing::IpAddr>{},
+               std::optional<routing::IpAddr>{routing::IpAddr::FromV4(0x7f000001)},
+               std::optional<routing::IpAddr>{*routing::IpAddr::Parse("203.0.113.9")},
+               std::optional<routing::IpAddr>{*routing::IpAddr::Parse("2001:db8::7")});
+  CallFixture f;
+  f.client_ip = client;
+  f.connector.steps.push_back(ConnectStep::Serve(std::string(kOk)));
+  if (client && !(*client == routing::IpAddr::FromV4(0x7f000001)))
+    f.req.set("X-Forwarded-For", client->ToString());
+  f.Start(R"({"model":"m","messages":[]})");
+  REQUIRE(f.done);
+  std::string expected = client && !(*client == routing::IpAddr::FromV4(0x7f000001))
+                             ? client->ToString() + ", 127.0.0.1"
+                             : "127.0.0.1";
+  CHECK(ForwardedFor(f) == expected);
 }
