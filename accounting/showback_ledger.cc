@@ -7,9 +7,13 @@ namespace geogate::accounting {
 
 void ShowbackLedger::Add(const ShowbackRecord& record) {
   int64_t minute = MinuteOf(record.unix_ms);
-  auto [it, added] = minutes_.try_emplace(minute);
-  if (added) oldest_minute_ms_ = std::min(oldest_minute_ms_, minute);
-  it->second.FindOrAdd(DimsOf(record), [] { return ShowbackUsage{}; }).Add(record);
+  if (last_ == nullptr || minute != last_minute_ms_) {
+    auto [it, added] = minutes_.try_emplace(minute);
+    if (added) oldest_minute_ms_ = std::min(oldest_minute_ms_, minute);
+    last_minute_ms_ = minute;
+    last_ = &it->second;
+  }
+  last_->FindOrAdd(DimsOf(record), [] { return ShowbackUsage{}; }).Add(record);
 }
 
 size_t ShowbackLedger::size() const {
@@ -31,6 +35,7 @@ std::vector<ShowbackBucket> ShowbackLedger::TakeAll() {
 std::vector<ShowbackBucket> ShowbackLedger::Take(int64_t closed_before_minute_ms) {
   std::vector<ShowbackBucket> out;
   if (oldest_minute_ms_ >= closed_before_minute_ms) return out;
+  last_ = nullptr;  // erasing may move the minutes left
   int64_t oldest_left = std::numeric_limits<int64_t>::max();
   for (auto it = minutes_.begin(); it != minutes_.end();) {
     if (it->first < closed_before_minute_ms) {

@@ -18,6 +18,11 @@ namespace geogate::accounting {
 
 class ShowbackLedger {
  public:
+  ShowbackLedger() = default;
+  // It points into its own map (last_): a copy would share the pointer.
+  ShowbackLedger(const ShowbackLedger&) = delete;
+  ShowbackLedger& operator=(const ShowbackLedger&) = delete;
+
   /// Adds one finished request to the bucket of its minute (record.unix_ms).
   void Add(const ShowbackRecord& record);
 
@@ -45,6 +50,11 @@ class ShowbackLedger {
   std::vector<ShowbackBucket> Take(int64_t closed_before_minute_ms);
 
   absl::flat_hash_map<int64_t, Minute> minutes_;
+  /// The minute the last Add went to, and its buckets (null after any
+  /// insert or erase, which may move them): a worker's requests mostly
+  /// end in the minute of the one before, so Add skips the map.
+  int64_t last_minute_ms_ = 0;
+  Minute* last_ = nullptr;
   /// The oldest minute held (INT64_MAX when empty): lets TakeClosed return at
   /// once in the 59 ticks a minute when nothing can have closed.
   int64_t oldest_minute_ms_ = INT64_MAX;

@@ -93,5 +93,29 @@ TEST_CASE("a late record for a taken minute comes out on the next take", "[showb
   CHECK(ledger.empty());
 }
 
+TEST_CASE("records that move between many minutes each reach their own", "[showback][ledger]") {
+  // Each new minute may move the others (the map grows); records go back
+  // and forth between minutes, and a take closes some in the middle.
+  ShowbackLedger ledger;
+  const int64_t start = Ms("2025-03-01T10:00:00Z");
+  for (int round = 0; round < 3; ++round)
+    for (int m = 0; m < 100; ++m) {
+      ledger.Add(Rec(start + m * 60'000 + 1'000, "acme", "b1", 1));
+      ledger.Add(Rec(start + 1'000, "acme", "b1", 1));  // always the first minute
+    }
+  CHECK(ledger.size() == 100);
+  auto first = ledger.TakeClosed(start + 50 * 60'000);  // minutes 0 to 49
+  REQUIRE(first.size() == 50);
+  CHECK(first[0].usage.cost == 303);  // 3 of its own, 300 from the back and forth
+  CHECK(first[49].usage.cost == 3);
+  ledger.Add(Rec(start + 99 * 60'000, "acme", "b1", 1));
+  ledger.Add(Rec(start + 2'000, "acme", "b1", 1));  // late for a taken minute
+  auto rest = ledger.TakeAll();
+  REQUIRE(rest.size() == 51);
+  CHECK(rest[0].minute_ms == start);
+  CHECK(rest[0].usage.cost == 1);
+  CHECK(rest[50].usage.cost == 4);
+}
+
 }  // namespace
 }  // namespace geogate::accounting
