@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -165,6 +166,19 @@ TEST_CASE("request ids: generated ones are unique hex, client ones validated", "
   CHECK(a.size() == 32);
   CHECK(a != b);
   CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
+  // Every digit comes up, and every position varies: all 128 bits are used.
+  std::set<char> digits;
+  std::vector<std::set<char>> at(32);
+  for (int n = 0; n < 256; ++n) {
+    GeneratedRequestId id = NewRequestId();
+    for (size_t i = 0; i < id.size(); ++i) {
+      digits.insert(id[i]);
+      at[i].insert(id[i]);
+    }
+  }
+  CHECK(digits.size() == 16);
+  for (const std::set<char>& seen : at)
+    CHECK(seen.size() > 1);
   CHECK(IsAcceptableRequestId("abc-123_DEF"));
   CHECK_FALSE(IsAcceptableRequestId(""));
   CHECK_FALSE(IsAcceptableRequestId("has space"));
