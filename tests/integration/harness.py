@@ -286,9 +286,21 @@ class Process:
         self.resume()
         self.signal(signal.SIGTERM)
         try:
-            return self.popen.wait(timeout=timeout)
+            rc = self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             return None
+        self._join_drains()
+        return rc
+
+    def _join_drains(self) -> None:
+        """After the process exited: waits until its last output lines are
+        in `lines`, `err_lines` and the stderr file. The drain threads copy
+        them from the pipes; without this wait, a test that reads stderr
+        right after the exit could miss the last lines (its shutdown
+        message), as it did under load."""
+        for t in self._drains:  # unless a child of the process still holds a pipe
+            if t is not threading.current_thread():
+                t.join(timeout=2)
 
     def stop(self, timeout: float = 5.0) -> Optional[int]:
         """Terminates (then kills) the process; safe to call more than once."""
@@ -303,8 +315,7 @@ class Process:
         with _live_lock:
             _live.discard(self)
         if self._stderr_file is not None and rc is not None:
-            for t in self._drains:  # the rest of its output, unless a child still holds it
-                t.join(timeout=2)
+            self._join_drains()
             with self._cond:
                 self._stderr_file.close()  # stderr_text() reads by path
         return rc
@@ -312,6 +323,8 @@ class Process:
     def stderr_text(self) -> str:
         if self._stderr_file is None:
             return ""
+        if self.popen is not None and self.popen.poll() is not None:
+            self._join_drains()
         try:
             with open(self.stderr_path, "rb") as f:
                 return f.read().decode("utf-8", "replace")
