@@ -299,8 +299,7 @@ class Process:
         right after the exit could miss the last lines (its shutdown
         message), as it did under load."""
         for t in self._drains:  # unless a child of the process still holds a pipe
-            if t is not threading.current_thread():
-                t.join(timeout=2)
+            t.join(timeout=2)
 
     def stop(self, timeout: float = 5.0) -> Optional[int]:
         """Terminates (then kills) the process; safe to call more than once."""
