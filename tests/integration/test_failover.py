@@ -399,6 +399,12 @@ class StalledDnsTest(unittest.TestCase):
         cfg.backend(far, "r-far", name="far")
         cfg.health = health
         cfg.upstream = {"connect_timeout_ms": 300}
+        # Neither backend has a TTFT sample, and near's probes (a name to
+        # look up, a slow sanitizer build) may measure a larger rtt than
+        # far's. Without a tie_ms wider than any such difference, one request
+        # in 16 would go to far first to measure it (exploration, routing.md
+        # step 6) and never try near: one attempt instead of two.
+        cfg.routing = {"latency_slack_ms": 1000, "tie_ms": 100}
         gw = Gateway(cfg)
         # The gateway sees the test's resolv.conf through a mount namespace
         # of its own; unshare and sh exec, so the PID stays the gateway's.
