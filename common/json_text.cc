@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 namespace geogate::common {
 
 namespace {
@@ -46,10 +48,10 @@ char* EscapeByte(char* dst, unsigned char u) {
       *dst++ = 't';
       break;
     default: {
-      static constexpr char kHex[] = "0123456789abcdef";
-      const char esc[5] = {'u', '0', '0', kHex[u >> 4], kHex[u & 0xf]};
-      std::memcpy(dst, esc, sizeof esc);
-      dst += sizeof esc;
+      const absl::AlphaNum digits(absl::Hex(u, absl::kZeroPad4));
+      *dst++ = 'u';
+      std::memcpy(dst, digits.data(), 4);
+      dst += 4;
     }
   }
   return dst;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
+
 namespace geogate::tracing {
 namespace {
 
@@ -62,13 +64,7 @@ std::optional<TraceContext> ParseTraceparent(std::string_view h) {
 }
 
 std::string Hex(const uint8_t* data, size_t size) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(2 * size, '0');
-  for (size_t i = 0; i < size; ++i) {
-    out[2 * i] = kDigits[data[i] >> 4];
-    out[2 * i + 1] = kDigits[data[i] & 0xf];
-  }
-  return out;
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(data), size));
 }
 
 std::string FormatTraceparent(const TraceId& trace, const SpanId& span, uint8_t flags) {
