@@ -437,17 +437,8 @@ void ProxyCall::BuildUpstreamRequest() {
   original_target_ = ctx_.req.target();
   ForwardInfo fwd;
   // X-Forwarded-For gets the address the connection came from (the PROXY
-  // header's source on such a listener). That is most often the client's
-  // own address, whose text ResolveGeo wrote already: no second ToString.
-  const routing::IpAddr& source =
-      ctx_.session.proxy_source() ? *ctx_.session.proxy_source() : ctx_.session.peer();
-  std::string source_text;
-  if (!ctx_.client_ip_text.empty() && ctx_.client_ip == source) {
-    fwd.peer_ip = ctx_.client_ip_text;
-  } else {
-    source_text = source.ToString();
-    fwd.peer_ip = source_text;
-  }
+  // header's source on such a listener), as text the session wrote once.
+  fwd.peer_ip = ctx_.session.source_text();
   fwd.client_tls = ctx_.session.tls();
   fwd.request_id = ctx_.request_id;
   fwd.replace_trace_context = ctx_.trace != nullptr;

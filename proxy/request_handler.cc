@@ -88,7 +88,11 @@ void ResolveGeo(RequestContext& ctx) {
   }
   ctx.client_ip =
       routing::ResolveClientIp(ctx.cfg.geo, ctx.session.peer(), xff, ctx.session.proxy_source());
-  ctx.client_ip_text = ctx.client_ip.ToString();
+  // Most often the connection's own address, whose text the session keeps.
+  if (ctx.client_ip == ctx.session.source())
+    ctx.client_ip_text = ctx.session.source_text();
+  else
+    ctx.client_ip_text = ctx.client_ip.ToString();
   if (ctx.rt.geo) ctx.geo = ctx.rt.geo->Lookup(ctx.client_ip);
   std::optional<std::string_view> narrowing;
   if (auto it = ctx.req.find("x-geogate-residency"); it != ctx.req.end())

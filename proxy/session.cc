@@ -144,6 +144,12 @@ net::awaitable<void> Session::Refuse(ErrorKind why) {
   co_await LingeringClose();
 }
 
+std::string_view Session::source_text() {
+  if (source_text_size_ == 0)
+    source_text_size_ = static_cast<uint8_t>(source().ToChars(source_text_));
+  return {source_text_, source_text_size_};
+}
+
 net::awaitable<bool> Session::ReadProxyHeader() {
   const auto& limits = (*worker_.runtime())->config->gateway.limits;
   Guard(limits.header_timeout);

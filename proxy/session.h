@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -88,6 +89,12 @@ class Session : public IdleHook {
   ReadBuffer& buffer() { return buffer_; }
   const routing::IpAddr& peer() const { return peer_; }
   const std::optional<routing::IpAddr>& proxy_source() const { return proxy_source_; }
+  /// The address the connection came from: the PROXY header's source on
+  /// such a listener (once read), else the peer.
+  const routing::IpAddr& source() const { return proxy_source_ ? *proxy_source_ : peer_; }
+  /// source()'s text, written once for the connection and reused by every
+  /// request on it (the client address of the access log, X-Forwarded-For).
+  std::string_view source_text();
   bool tls() const { return spec_.tls; }
   /// The listener that accepted this connection, in the set the process
   /// started with (Runtime::listener_tls, listener_cors).
@@ -190,6 +197,10 @@ class Session : public IdleHook {
   ListenerSpec spec_;
   routing::IpAddr peer_;
   std::optional<routing::IpAddr> proxy_source_;
+  // source_text()'s characters; none until its first call, which comes
+  // after the PROXY header (the first request).
+  uint8_t source_text_size_ = 0;
+  char source_text_[routing::IpAddr::kMaxText];
   std::optional<Stream> stream_;
   SslContextPtr tls_context_;  // keeps the context alive for this connection
   ReadBuffer buffer_;

@@ -65,24 +65,32 @@ uint32_t IpAddr::v4() const {
          uint32_t{bytes[15]};
 }
 
-std::string IpAddr::ToString() const {
-  char buf[INET6_ADDRSTRLEN];
+size_t IpAddr::ToChars(std::span<char, kMaxText> out) const {
   if (is_v4()) {
     // Dotted quad with to_chars: glibc's inet_ntop formats IPv4 with
-    // sprintf, and this runs for every request (access log, X-Forwarded-For).
-    char* p = buf;
-    char* const end = buf + sizeof buf;
+    // sprintf.
+    char* p = out.data();
+    char* const end = out.data() + out.size();
     for (int i = 0; i < 4; ++i) {
-      // Never short (16 bytes fit "255.255.255.255"); the bound check keeps
+      // Never short (45 bytes fit "255.255.255.255"); the bound check keeps
       // GCC's -Wstringop-overflow from assuming to_chars ran out of room.
       if (i > 0 && p != end) *p++ = '.';
       p = std::to_chars(p, end, bytes[12 + i]).ptr;
     }
-    return std::string(buf, p);
+    return static_cast<size_t>(p - out.data());
   }
-  const char* s = inet_ntop(AF_INET6, bytes.data(), buf, sizeof buf);
+  char buf[INET6_ADDRSTRLEN];
+  static_assert(sizeof buf == kMaxText + 1);
   // inet_ntop only fails on a short buffer, which INET6_ADDRSTRLEN rules out.
-  return s != nullptr ? std::string(s) : std::string();
+  if (inet_ntop(AF_INET6, bytes.data(), buf, sizeof buf) == nullptr) return 0;
+  const size_t n = std::strlen(buf);
+  std::memcpy(out.data(), buf, n);
+  return n;
+}
+
+std::string IpAddr::ToString() const {
+  char buf[kMaxText];
+  return std::string(buf, ToChars(buf));
 }
 
 }  // namespace geogate::routing

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -19,10 +21,14 @@ struct IpAddr {
   static IpAddr FromV4(uint32_t host_order);
   static IpAddr FromV6(const std::array<uint8_t, 16>& b);  // normalises v4-mapped
 
-  bool is_v4() const;  // true for the IPv4-mapped form
+  bool is_v4() const;   // true for the IPv4-mapped form
   uint32_t v4() const;  // host order; only when is_v4()
+  /// The most characters ToChars writes (INET6_ADDRSTRLEN less the NUL).
+  static constexpr size_t kMaxText = 45;
   /// "1.2.3.4" for v4, RFC 5952 text for v6.
   std::string ToString() const;
+  /// ToString's text written to `out` (no NUL). @return its length.
+  size_t ToChars(std::span<char, kMaxText> out) const;
   bool operator==(const IpAddr&) const = default;
 };
 

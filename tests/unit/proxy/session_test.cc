@@ -6,6 +6,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/write.hpp>
@@ -32,13 +34,13 @@ constexpr std::string_view kLimits =
 
 // A worker in simulated time with one client connection being served.
 struct SessionFixture {
-  SessionFixture() {
+  explicit SessionFixture(ListenerSpec spec = {}) {
     shared.runtime.Publish(MakeRuntime(TwoBackends(kLimits)));
     worker.CurrentRuntime();  // adopted, as Worker::Start would
     test::stream server_end(worker.ioc());
     server_end.connect(client);
     session.emplace(worker, Stream(std::move(server_end)), routing::IpAddr::FromV4(0x7f000001),
-                    ListenerSpec{});
+                    spec);
     net::co_spawn(worker.ioc(), session->Run(), [this](std::exception_ptr e) {
       if (e) std::rethrow_exception(e);
       ended = true;
@@ -163,6 +165,33 @@ TEST_CASE("session: an idle connection holds no read buffer; its next request is
   CHECK(f.got().size() == 2 * answered);
   CHECK(f.session->buffer().capacity() == 0);
   CHECK_FALSE(f.reader.closed());
+}
+
+TEST_CASE("session: the connection's address text is the peer's", "[session]") {
+  SessionFixture f;
+  f.Send("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n");
+  REQUIRE(f.got().starts_with("HTTP/1.1 200 "));
+  CHECK(f.session->source_text() == "127.0.0.1");
+}
+
+TEST_CASE("session: behind a PROXY header, the connection's address text is its source",
+          "[session]") {
+  // Written once for the connection, after the PROXY header: the client
+  // address of the access log and X-Forwarded-For on every request.
+  auto [header, source] = GENERATE(
+      std::pair<std::string_view, std::string_view>{"PROXY TCP4 192.0.2.1 10.0.0.1 5555 443\r\n",
+                                                    "192.0.2.1"},
+      std::pair<std::string_view, std::string_view>{"PROXY TCP6 2001:db8::7 ::1 5555 443\r\n",
+                                                    "2001:db8::7"});
+  SessionFixture f(ListenerSpec{.proxy_protocol = true});
+  f.Send(header);
+  f.Send("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n");
+  REQUIRE(f.got().starts_with("HTTP/1.1 200 "));
+  CHECK(f.session->source_text() == source);
+  // The same text for the connection's next request.
+  f.Send("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n");
+  CHECK(f.session->source_text() == source);
+  CHECK(f.session->source() == *routing::IpAddr::Parse(source));
 }
 
 TEST_CASE("session: pipelined requests in one read are all answered", "[session]") {

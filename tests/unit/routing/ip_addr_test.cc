@@ -88,5 +88,8 @@ TEST_CASE("IpAddr round-trips through ToString", "[ip_addr]") {
     INFO(text);
     IpAddr a = Ip(text);
     CHECK(Ip(a.ToString()) == a);
+    // ToChars writes the same text into a caller's buffer.
+    char buf[IpAddr::kMaxText];
+    CHECK(std::string_view(buf, a.ToChars(buf)) == a.ToString());
   }
 }
