@@ -15,6 +15,7 @@
 
 #include "common/block_cache.h"
 #include "config/snapshot.h"
+#include "proxy/header_line.h"
 #include "proxy/openai_error.h"
 
 namespace geogate::proxy {
@@ -63,7 +64,7 @@ class HeaderText {
  public:
   explicit HeaderText(common::PooledString& out) : out_(out) {}
   void insert(std::string_view name, std::string_view value) {
-    out_.append(name).append(": ").append(value).append("\r\n");
+    AppendHeaderLine(out_, name, value);
   }
   void set(std::string_view name, std::string_view value) { insert(name, value); }
   void set(http::field f, std::string_view value) { insert(http::to_string(f), value); }

@@ -4,6 +4,8 @@
 
 #include <boost/beast/http/status.hpp>
 
+#include "proxy/header_line.h"
+
 namespace geogate::proxy {
 
 ResponseHead::ResponseHead(unsigned status, std::string_view reason, unsigned version)
@@ -22,7 +24,7 @@ ResponseHead::ResponseHead(unsigned status, std::string_view reason, unsigned ve
 }
 
 void ResponseHead::insert(std::string_view name, std::string_view value) {
-  text_.append(name).append(": ").append(value).append("\r\n");
+  AppendHeaderLine(text_, name, value);
 }
 
 void ResponseHead::SetFraming(std::optional<uint64_t> length, bool chunked, bool keep_alive) {

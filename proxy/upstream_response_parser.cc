@@ -7,6 +7,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 
+#include "proxy/header_line.h"
 #include "proxy/headers.h"
 
 namespace geogate::proxy {
@@ -57,7 +58,7 @@ void UpstreamResponseParser::on_field_impl(http::field name, StringView name_str
   }
   if (!ForwardsResponseField(name, n)) return;
   if (fields_.empty()) fields_.reserve(common::kPooledStringMax);
-  fields_.append(n).append(": ").append(v).append("\r\n");
+  AppendHeaderLine(fields_, n, v);
 }
 
 void UpstreamResponseParser::on_header_impl(ErrorCode& ec) {
